@@ -1,0 +1,118 @@
+"""Run configuration: YAML file + `.env` + CLI overrides, validated by pydantic.
+
+Precedence: defaults < config file < CLI flags. Secrets are never stored here: model options name the
+environment variable that holds a key (`api_key_env`), and `.env` only fills the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .models.registry import DEFAULT_MODEL, ModelOptions, parse_spec
+
+ROLES = ("orchestrator", "worker", "attributor", "judge", "user")
+
+
+class ConfigError(ValueError):
+    """Bad configuration; the message names the offending field. The CLI exits with code 2."""
+
+
+class Budgets(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    global_steps: int = Field(300, ge=1, description="all agent turns of a task, orchestrator included")
+    max_workers: int = Field(10, ge=1)
+    worker_steps: int = Field(30, ge=1, description="default step budget of a delegation")
+    warn_at: int = Field(3, ge=0, description="warn a worker when this many steps remain")
+    max_format_errors: int = Field(3, ge=1, description="consecutive malformed replies before an agent ends")
+    max_cost_usd: float | None = Field(None, gt=0, description="stop the task when known cost exceeds this")
+    max_parallel: int = Field(1, ge=1, description="workers running at once (concurrent modes)")
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = "general"
+    mode: str = "proactive"
+    orchestrator_model: str = DEFAULT_MODEL
+    worker_model: str = DEFAULT_MODEL
+    worker_models: dict[str, str] = Field(default_factory=dict, description="name → spec, choosable by the orchestrator")
+    attributor_model: str | None = None
+    judge_model: str | None = None
+    user_model: str | None = None
+    model_options: dict[str, ModelOptions] = Field(default_factory=dict, description="per role")
+    prices: dict[str, Any] = Field(default_factory=dict)
+    budgets: Budgets = Field(default_factory=Budgets)
+    ablate: list[str] = Field(default_factory=list, description="revision dimensions / protocol fields turned off")
+    faults: list[dict[str, Any]] = Field(default_factory=list)
+    env_options: dict[str, Any] = Field(default_factory=dict)
+    max_output_chars: int = Field(4000, ge=100, description="tool output shown to agents and logged")
+    seed: int = 0
+
+    @field_validator("orchestrator_model", "worker_model", "attributor_model", "judge_model", "user_model")
+    @classmethod
+    def _spec(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_spec(v)
+        return v
+
+    @field_validator("worker_models")
+    @classmethod
+    def _specs(cls, v: dict[str, str]) -> dict[str, str]:
+        for spec in v.values():
+            parse_spec(spec)
+        return v
+
+    @field_validator("model_options")
+    @classmethod
+    def _roles(cls, v: dict[str, ModelOptions]) -> dict[str, ModelOptions]:
+        bad = [r for r in v if r not in ROLES]
+        if bad:
+            raise ValueError(f"unknown role(s) {bad}; roles are {list(ROLES)}")
+        return v
+
+    def options_for(self, role: str) -> ModelOptions:
+        return self.model_options.get(role, ModelOptions())
+
+    def worker_model_names(self) -> dict[str, str]:
+        """Models the orchestrator may pick by name; "default" is always the default worker model."""
+        return {"default": self.worker_model, **self.worker_models}
+
+
+def _format_validation(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "config"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {p} must hold a mapping at the top level")
+        data.update(loaded)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key.startswith("budgets."):
+            data.setdefault("budgets", {})[key.split(".", 1)[1]] = value
+        else:
+            data[key] = value
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(f"invalid config: {_format_validation(e)}") from None

@@ -1,0 +1,117 @@
+"""Event log v1 (shared/DESIGN.md §2.3): one JSON object per line, flushed after every event.
+
+The writer is the single place where secrets are redacted: every line passes through
+:class:`porchestra.secrets.Redactor` before it reaches the file or any listener (the console).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from ..secrets import Redactor
+
+EVENT_LOG_VERSION = 1
+EVENT_TYPES = (
+    "task_start", "llm_call", "delegate", "tool_call", "report", "revise", "terminate",
+    "format_error", "fault", "complete", "task_end", "notification",
+)
+
+Listener = Callable[[dict[str, Any]], None]
+
+
+def truncate(text: str, limit: int) -> dict[str, Any]:
+    """Tool output as logged: the text (cut to `limit` characters) with its original length."""
+    text = text if isinstance(text, str) else str(text)
+    return {"text": text[:limit], "length": len(text), "truncated": len(text) > limit}
+
+
+class EventLog:
+    """Appends events for one (run, task) to `path`. Thread-safe; steps are global and monotonic."""
+
+    def __init__(self, path: str | Path, run_id: str, task_id: str, redactor: Redactor | None = None,
+                 listeners: list[Listener] | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.run_id = run_id
+        self.task_id = task_id
+        self.redactor = redactor or Redactor()
+        self.listeners = list(listeners or [])
+        self._lock = threading.Lock()
+        self._step = 0
+        self._fh = self.path.open("a", encoding="utf-8")
+        self.events: list[dict[str, Any]] = []  # in-memory copy for totals and the loop
+
+    @property
+    def step(self) -> int:
+        return self._step
+
+    def next_step(self) -> int:
+        """Advance the global step (one agent turn) and return it."""
+        with self._lock:
+            self._step += 1
+            return self._step
+
+    def emit(self, event: str, agent_id: str = "orchestrator", parent_agent_id: str | None = None,
+             **fields: Any) -> dict[str, Any]:
+        record = {
+            "v": EVENT_LOG_VERSION,
+            "ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "run_id": self.run_id,
+            "task_id": self.task_id,
+            "step": self._step,
+            "agent_id": agent_id,
+            "parent_agent_id": parent_agent_id,
+            "event": event,
+            **fields,
+        }
+        line = self.redactor.redact_text(json.dumps(record, ensure_ascii=False, default=str))
+        record = json.loads(line)
+        with self._lock:
+            if self._fh.closed:
+                raise RuntimeError(f"event log {self.path} is closed")
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            self.events.append(record)
+        for listener in self.listeners:
+            try:
+                listener(record)
+            except Exception:  # a broken console must never break the run
+                pass
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+    def __enter__(self) -> "EventLog":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read_events(path: str | Path, strict: bool = False) -> list[dict[str, Any]]:
+    """Read an event log. A partially written last line (a killed writer) is dropped and reported
+    through the returned list's absence of it; with `strict` any bad line raises."""
+    events: list[dict[str, Any]] = []
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            is_last = all(not rest.strip() for rest in lines[i + 1:])
+            if strict or not is_last:
+                raise ValueError(f"{path}:{i + 1}: corrupt event line") from None
+    return events
+
+
+def now_ms() -> float:
+    return time.perf_counter() * 1000.0

@@ -1,0 +1,98 @@
+"""Every LLM call of a task goes through one Gateway, which times it, prices it and logs it.
+
+Agent turns use `defer=True`: the call is logged once the reply has been parsed, so the event carries
+the cost component (routine orchestration / proactive communication / worker execution) that the
+reply turned out to belong to. Other roles (attributor, judge, user simulator, summariser) are logged
+immediately.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..log.events import EventLog
+from .base import Completion, Message, Model, ModelError
+from .pricing import PriceTable
+
+COMPONENTS = ("orchestration", "communication", "execution", "judge", "user", "attribution", "other")
+
+
+@dataclass
+class LLMCall:
+    model: Model
+    role: str
+    agent_id: str
+    parent_agent_id: str | None
+    messages: list[Message]
+    completion: Completion
+    latency_ms: float
+    cost_usd: float | None
+    extra: dict[str, Any] = field(default_factory=dict)
+    logged: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.completion.text
+
+
+class Gateway:
+    def __init__(self, log: EventLog, prices: PriceTable | None = None, thinking: Any = None):
+        self.log = log
+        self.prices = prices or PriceTable()
+        self._thinking = thinking  # context-manager factory: simulated-time envs pause their clock
+
+    def call(self, model: Model, messages: list[Message], *, role: str, agent_id: str,
+             parent_agent_id: str | None = None, component: str = "other",
+             schema: dict[str, Any] | None = None, max_tokens: int | None = None,
+             defer: bool = False, **extra: Any) -> LLMCall:
+        start = time.perf_counter()
+        try:
+            if self._thinking is not None:
+                with self._thinking():
+                    completion = model.complete(messages, schema=schema, max_tokens=max_tokens)
+            else:
+                completion = model.complete(messages, schema=schema, max_tokens=max_tokens)
+        except ModelError as e:
+            self.log.emit("llm_call", agent_id, parent_agent_id, role=role, model=model.name,
+                          messages=messages, response=None, usage={"input": 0, "output": 0},
+                          cost_usd=None, latency_ms=round((time.perf_counter() - start) * 1000, 1),
+                          component=component, error=f"{type(e).__name__}: {e}",
+                          retries=getattr(e, "retries", []), **extra)
+            raise
+        latency = (time.perf_counter() - start) * 1000
+        call = LLMCall(model, role, agent_id, parent_agent_id, messages, completion, latency,
+                       self.prices.cost(model.name, completion.usage), dict(extra))
+        if not defer:
+            self.record(call, component)
+        return call
+
+    def record(self, call: LLMCall, component: str, **extra: Any) -> None:
+        if call.logged:
+            raise RuntimeError("LLM call logged twice")
+        call.logged = True
+        fields: dict[str, Any] = {
+            "role": call.role,
+            "model": call.model.name,
+            "messages": call.messages,
+            "response": call.completion.text,
+            "usage": call.completion.usage.as_dict(),
+            "cost_usd": call.cost_usd,
+            "latency_ms": round(call.latency_ms, 1),
+            "component": component,
+            **call.extra,
+            **extra,
+        }
+        if call.completion.retries:
+            fields["retries"] = call.completion.retries
+        self.log.emit("llm_call", call.agent_id, call.parent_agent_id, **fields)
+
+
+def complete_text(gateway: Gateway, model: Model, messages: list[Message], *, role: str,
+                  component: str, agent_id: str = "system", **kw: Any) -> str:
+    """Convenience for non-agent roles (judge, attributor, user simulator): call, log, return text."""
+    return gateway.call(model, messages, role=role, agent_id=agent_id, component=component, **kw).text
+
+
+__all__ = ["COMPONENTS", "Gateway", "LLMCall", "complete_text", "ModelError"]
