@@ -88,6 +88,11 @@ class Environment:
         """Score the finished episode. `end` is None when the run ended without an end action."""
         return Score(success=None, reason="this environment has no checker")
 
+    def gold(self) -> tuple[list[ToolCall], EndTask] | None:
+        """The task's reference actions and end action, replayed through the tool layer by the
+        `gold` policy to prove adapter and checker wiring without an LLM. None: no reference."""
+        return None
+
     # --- prompt material -----------------------------------------------------------------------
     def prompt_vars(self) -> dict[str, Any]:
         """Extra variables for this benchmark's templates (attachments, repository metadata...)."""
