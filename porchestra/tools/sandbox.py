@@ -1,0 +1,276 @@
+"""Run model-written code in a workspace, isolated from the machine that runs the agent.
+
+Isolation levels, strongest first (``Sandbox.isolation`` says which one is in use):
+
+- ``bwrap``   bubblewrap: new mount/pid/net/ipc/uts namespaces; the child sees only /usr, /lib*,
+              /bin, a few /etc files, the Python prefix (all read-only), a private /tmp and the
+              workspace (read-write, at its real path). No network, own PID namespace.
+- ``unshare`` util-linux unshare: own network and PID namespaces, but the file system is shared.
+- ``none``    a plain child process; refused unless ``allow_unisolated=True``.
+
+Limits: wall time is enforced by the parent (the whole namespace is killed); memory (RLIMIT_AS), CPU
+time, file size and process count (RLIMIT_NPROC) are set by a tiny launcher inside the sandbox just
+before it execs the command. The kernel ignores RLIMIT_NPROC for root, so when the parent runs as
+root the launcher first drops to a random unprivileged uid private to this Sandbox (processes are
+counted per uid, so concurrent sandboxes do not share the budget) and the workspace is chowned to it.
+When the command returns, its PID namespace is torn down: no background process survives.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from ..secrets import scrubbed_environ
+from ._sandbox_proc import Capture, launcher_argv, run_captured
+
+Isolation = Literal["auto", "bwrap", "unshare", "none"]
+LEVELS = ("bwrap", "unshare", "none")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested isolation cannot be had here (or only `none` is, and it was not allowed)."""
+
+
+class Limits(BaseModel):
+    wall_s: float = 30.0
+    memory_mb: int = 1024  # address space (RLIMIT_AS)
+    output_chars: int = 20000  # per stream; head and tail are kept
+    max_procs: int = 64  # processes + threads of the sandbox uid (RLIMIT_NPROC)
+    cpu_s: int | None = None  # RLIMIT_CPU; None: ceil(wall_s) + 1
+    file_mb: int = 512  # largest file the code may write (RLIMIT_FSIZE)
+    tmp_mb: int = 64  # size of the private /tmp (bwrap)
+
+
+class ExecResult(BaseModel):
+    exit_code: int | None  # None when killed by the wall-time limit
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    truncated: bool = False
+    isolation: str
+    stdout_len: int = 0  # original length in bytes
+    stderr_len: int = 0
+    duration_s: float = 0.0
+
+    def render(self) -> str:
+        """The observation text an agent sees."""
+        parts = []
+        if self.stdout:
+            parts.append(self.stdout.rstrip("\n"))
+        if self.stderr:
+            parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
+        if self.timed_out:
+            parts.append("[timed out: the process was killed at the wall-time limit]")
+        elif self.exit_code not in (0, None):
+            parts.append(f"[exit code {self.exit_code}]")
+        return "\n".join(parts) if parts else "[no output]"
+
+
+# --------------------------------------------------------------------------- detection
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd",
+              "group", "nsswitch.conf")
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _probe(argv: list[str]) -> str:
+    """'' when `argv` printed ok, else why not."""
+    try:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError) as e:
+        return str(e)
+    if r.returncode == 0 and r.stdout.strip() == b"ok":
+        return ""
+    return r.stderr.decode("utf-8", "replace").strip()[-300:] or f"exit code {r.returncode}"
+
+
+@functools.lru_cache(maxsize=8)  # a capability of the machine, not run state
+def probe_isolation(python: str) -> dict[str, str]:
+    """For each level: '' when it works here with this interpreter, else the reason it does not."""
+    found = {}
+    probe_dir = Path(tempfile.mkdtemp(prefix="porchestra-probe-"))
+    try:
+        os.chmod(probe_dir, 0o755)
+        for level in ("bwrap", "unshare"):
+            if shutil.which(level) is None:
+                found[level] = f"{level} is not installed"
+                continue
+            box = Sandbox(probe_dir, isolation=level, python=python, _probe=True)
+            found[level] = _probe(box._argv([python, "-c", "print('ok')"], None))
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+    found["none"] = ""
+    return found
+
+
+def available_isolation(python: str | None = None) -> tuple[str, ...]:
+    """The isolation levels that work here (strongest first); `none` is always last."""
+    return tuple(k for k, why in probe_isolation(python or sys.executable).items() if not why)
+
+
+# --------------------------------------------------------------------------- sandbox
+class Sandbox:
+    def __init__(self, workspace: Path | str, isolation: Isolation = "auto", allow_unisolated: bool = False,
+                 limits: Limits | None = None, python: str | None = None, *, _probe: bool = False):
+        self.workspace = Path(workspace).resolve()
+        if not self.workspace.is_dir():
+            raise SandboxUnavailable(f"workspace {self.workspace} is not a directory")
+        self.limits = limits or Limits()
+        self.python = python or sys.executable
+        # Root: run the code as an unprivileged uid of its own (see module docstring).
+        self.run_uid: int | None = random.randrange(1_500_000_000, 2_000_000_000) if _is_root() else None
+        if _probe:
+            self.isolation = isolation
+            return
+        if isolation not in ("auto", *LEVELS):
+            raise ValueError(f"isolation must be auto, bwrap, unshare or none, not {isolation!r}")
+        available = available_isolation(self.python)
+        if isolation == "auto":
+            isolation = available[0]  # type: ignore[assignment]
+        elif isolation not in available:
+            why = probe_isolation(self.python)[isolation]
+            raise SandboxUnavailable(
+                f"isolation {isolation!r} does not work here ({why}); available: {', '.join(available)}. "
+                "bubblewrap is the recommended sandbox (Debian/Ubuntu: apt-get install -y bubblewrap)")
+        if isolation == "none" and not allow_unisolated:
+            raise SandboxUnavailable(
+                "no sandbox is available (neither bubblewrap nor unshare works here), and running "
+                "model-written code unisolated was not allowed; install bubblewrap "
+                "(apt-get install -y bubblewrap) or pass allow_unisolated=True / --allow-unisolated")
+        if isolation != "bwrap" and self.run_uid is not None:
+            self._check_traversable()
+        self.isolation: str = isolation
+
+    # ----------------------------------------------------------------- public API
+    def run_python(self, code: str) -> ExecResult:
+        """Run `code` as a script with the configured interpreter, in the workspace."""
+        with tempfile.TemporaryDirectory(prefix="porchestra-code-") as d:
+            os.chmod(d, 0o755)
+            script = Path(d) / "snippet.py"
+            script.write_text(code, encoding="utf-8")
+            script.chmod(0o644)
+            inside = "/run/porchestra/snippet.py" if self.isolation == "bwrap" else str(script)
+            return self.run([self.python, inside], code_dir=d)
+
+    def run_shell(self, command: str) -> ExecResult:
+        """Run a bash command line (sh when bash is missing) in the workspace."""
+        shell = shutil.which("bash") or "/bin/sh"
+        return self.run([shell, "-c", command])
+
+    def run(self, argv: list[str], code_dir: str | None = None) -> ExecResult:
+        self._prepare_workspace()
+        cap: Capture = run_captured(self._argv(argv, code_dir), env=self._env(), cwd=str(self.workspace),
+                                    wall_s=self.limits.wall_s, keep=self.limits.output_chars)
+        return ExecResult(exit_code=cap.exit_code, stdout=cap.stdout, stderr=cap.stderr,
+                          timed_out=cap.timed_out, truncated=cap.truncated, isolation=self.isolation,
+                          stdout_len=cap.stdout_len, stderr_len=cap.stderr_len, duration_s=cap.duration_s)
+
+    # ----------------------------------------------------------------- command lines
+    def _argv(self, argv: list[str], code_dir: str | None) -> list[str]:
+        lim = self.limits
+        cpu = lim.cpu_s if lim.cpu_s is not None else int(lim.wall_s) + 2
+        # Non-root without a user namespace of its own would share RLIMIT_NPROC with every process
+        # of the user; only then is the process limit left off.
+        nproc = lim.max_procs if (self.run_uid is not None or self.isolation != "none") else 0
+        launch = launcher_argv(self.python, uid=self.run_uid, nproc=nproc, as_mb=lim.memory_mb,
+                               cpu_s=cpu, fsize_mb=lim.file_mb) + argv
+        if self.isolation == "bwrap":
+            return self._bwrap_prefix(code_dir) + launch
+        if self.isolation == "unshare":
+            ns = ["unshare", "--net", "--pid", "--ipc", "--uts", "--fork", "--mount-proc", "--kill-child"]
+            if not _is_root():
+                ns[1:1] = ["--user", "--map-root-user"]
+            return ns + ["--"] + launch
+        return launch
+
+    def _bwrap_prefix(self, code_dir: str | None) -> list[str]:
+        args = ["bwrap", "--ro-bind", "/usr", "/usr"]
+        for d in _SYSTEM_DIRS:
+            if os.path.islink(d):
+                args += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                args += ["--ro-bind", d, d]
+        args += ["--perms", "0755", "--dir", "/etc"]
+        for name in _ETC_FILES:
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        made: set[str] = {"/", "/usr", "/etc", *_SYSTEM_DIRS}
+        for prefix in self._python_prefixes():
+            args += self._dirs_for(prefix, made) + ["--ro-bind", prefix, prefix]
+        args += ["--perms", "1777", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+        made.add("/tmp")
+        ws = str(self.workspace)
+        args += self._dirs_for(ws, made) + ["--bind", ws, ws]
+        if code_dir:
+            args += ["--perms", "0755", "--dir", "/run", "--ro-bind", code_dir, "/run/porchestra"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--chdir", ws, "--die-with-parent", "--new-session"]
+        if _is_root():  # real root: no user namespace; the launcher needs these two to drop its uid
+            args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                     "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            args += ["--unshare-all", "--hostname", "sandbox"]
+        return args + ["--"]
+
+    @staticmethod
+    def _dirs_for(path: str, made: set[str]) -> list[str]:
+        """Create the ancestors of a mount point world-traversable (bwrap makes them 0700 as root)."""
+        out = []
+        for parent in reversed(Path(path).parents):
+            p = str(parent)
+            if p not in made:
+                made.add(p)
+                out += ["--perms", "0755", "--dir", p]
+        made.add(path)
+        return out
+
+    def _python_prefixes(self) -> list[str]:
+        exe = Path(self.python)
+        roots = {str(exe.parent.parent)} | {str(exe.resolve().parent.parent)}
+        if self.python == sys.executable:
+            roots |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+        keep = sorted(r for r in roots if not r.startswith("/usr") and r != "/")
+        # a prefix nested in another is already visible
+        return [r for r in keep if not any(r != o and r.startswith(o + "/") for o in keep)]
+
+    def _env(self) -> dict[str, str]:
+        env = scrubbed_environ()
+        for k in ("PWD", "OLDPWD", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP"):
+            env.pop(k, None)
+        bin_dir = str(Path(self.python).parent)
+        env.update(HOME=str(self.workspace), TMPDIR="/tmp", PATH=f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8",
+                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        return env
+
+    # ----------------------------------------------------------------- workspace ownership (root)
+    def _prepare_workspace(self) -> None:
+        if self.run_uid is None:
+            return
+        uid = self.run_uid
+        for dirpath, dirnames, filenames in os.walk(self.workspace):
+            for name in [".", *dirnames, *filenames]:
+                p = os.path.join(dirpath, name)
+                try:
+                    if os.lstat(p).st_uid != uid:
+                        os.lchown(p, uid, uid)
+                except FileNotFoundError:
+                    pass
+
+    def _check_traversable(self) -> None:
+        for parent in self.workspace.parents:
+            if not os.stat(parent).st_mode & 0o001:
+                raise SandboxUnavailable(
+                    f"the sandbox uid cannot reach the workspace: {parent} is not world-traversable "
+                    "(choose a workspace under /tmp, or install bubblewrap)")
