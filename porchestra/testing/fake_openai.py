@@ -123,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
             fault = st.pick_fault()
             st.requests.append(RecordedRequest(self.path, body, auth, fault))
         try:
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            if self.path.split("?")[0].rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
                 return self._json(404, {"error": {"message": f"no route {self.path}"}})
             if fault is not None:
                 return self._fault(fault, auth)

@@ -1,0 +1,154 @@
+"""The `general` environment: a workspace directory, sandboxed Python and workspace file tools.
+
+A task may bring files (`payload["files"]`: {relative path: text}) and an expected answer
+(`metadata["answer"]`, compared after normalisation), and reference actions for the gold policy
+(`payload["gold_actions"]`: [{"tool": ..., "args": {...}}]).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..protocol import EndTask, ToolCall
+from ..tools.base import Tool, ToolResult, tool_from_function
+from ..tools.files import make_file_tools, resolve_in_workspace
+from ..tools.sandbox import Isolation, Limits, Sandbox
+from .base import Environment, Score, Task
+from .benchmark import Benchmark, BenchmarkError
+
+
+def normalize_answer(text: str) -> str:
+    return re.sub(r"\s+", " ", text.strip().casefold())
+
+
+class GeneralEnv(Environment):
+    name = "general"
+    prompt_set = "general"
+
+    def __init__(self, workspace: Path | None = None, isolation: Isolation = "auto", allow_unisolated: bool = False,
+                 limits: Limits | None = None, answer: str | None = None):
+        self._given_workspace = Path(workspace) if workspace is not None else None
+        self._isolation = isolation
+        self._allow_unisolated = allow_unisolated
+        self._limits = limits
+        self._answer = answer
+        self._temp: Path | None = None
+        self.workspace: Path | None = None
+        self.sandbox: Sandbox | None = None
+        self.task: Task | None = None
+        self._tools: list[Tool] = []
+
+    # ----------------------------------------------------------------- lifecycle
+    def reset(self, task: Task) -> None:
+        self.close()
+        self.task = task
+        if self._given_workspace is not None:
+            self._given_workspace.mkdir(parents=True, exist_ok=True)
+            self.workspace = self._given_workspace.resolve()
+        else:
+            self._temp = Path(tempfile.mkdtemp(prefix="porchestra-ws-"))
+            self.workspace = self._temp
+        files = task.payload.get("files") or {}
+        if not isinstance(files, dict):
+            raise ValueError("task.payload['files'] must be an object {relative path: text}")
+        for rel, content in files.items():
+            target = resolve_in_workspace(self.workspace, str(rel))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+        # Built here so that a machine without any sandbox fails at the start, not at the first call.
+        self.sandbox = Sandbox(self.workspace, isolation=self._isolation, allow_unisolated=self._allow_unisolated,
+                               limits=self._limits)
+        self._tools = [self._execute_python_tool(self.sandbox), *make_file_tools(self.workspace)]
+
+    def close(self) -> None:
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self._temp = None
+        self.sandbox = None
+        self._tools = []
+
+    # ----------------------------------------------------------------- tools
+    def tools(self) -> list[Tool]:
+        if self.sandbox is None:
+            raise RuntimeError("GeneralEnv.tools() needs a workspace: call reset(task) first")
+        return list(self._tools)
+
+    @staticmethod
+    def _execute_python_tool(sandbox: Sandbox) -> Tool:
+        def execute_python(code: str) -> ToolResult:
+            """Run a Python script in the workspace directory (sandboxed: no network, no files outside
+            the workspace, time and memory limits). Print what you want to see; stdout and stderr are
+            returned, long output is cut."""
+            result = sandbox.run_python(code)
+            text = result.render()
+            ok = result.exit_code == 0 and not result.timed_out
+            return ToolResult(ok, output=text, error=None if ok else text, data=result.model_dump())
+
+        return tool_from_function(execute_python, writes=True)
+
+    # ----------------------------------------------------------------- scoring
+    def expected_answer(self) -> str | None:
+        if self._answer is not None:
+            return self._answer
+        value = (self.task.metadata.get("answer") if self.task else None)
+        return None if value is None else str(value)
+
+    def evaluate(self, end: EndTask | None) -> Score:
+        expected = self.expected_answer()
+        if expected is None:
+            return Score(success=None, reason="no expected answer for this task")
+        given = None if end is None else (end.answer if end.answer is not None else end.message)
+        if given is None:
+            return Score(success=False, score=0.0, reason="the run ended without an answer",
+                         details={"expected": expected})
+        ok = normalize_answer(given) == normalize_answer(expected)
+        return Score(success=ok, score=1.0 if ok else 0.0,
+                     reason="answer matches" if ok else "answer differs from the expected answer",
+                     details={"expected": expected, "given": given})
+
+    def gold(self) -> tuple[list[ToolCall], EndTask] | None:
+        expected = self.expected_answer()
+        actions = (self.task.payload.get("gold_actions") if self.task else None)
+        if expected is None or actions is None:
+            return None
+        calls = [ToolCall(tool=a["tool"], args=a.get("args") or {}) for a in actions]
+        return calls, EndTask(action="complete", answer=expected)
+
+    def prompt_vars(self) -> dict[str, Any]:
+        files = sorted((self.task.payload.get("files") or {}).keys()) if self.task else []
+        return {"workspace_files": files}
+
+
+class GeneralBenchmark(Benchmark):
+    """Tasks from a JSON/JSONL file of Task objects (`options["tasks"]` or `options["path"]`)."""
+
+    name = "general"
+    description = "free-form tasks in a sandboxed Python workspace"
+
+    def load_tasks(self, options: dict[str, Any]) -> list[Task]:
+        path = options.get("tasks") or options.get("path")
+        if not path:
+            raise BenchmarkError("the general benchmark needs a task file: tasks=PATH (.json list or .jsonl)")
+        p = Path(path)
+        if not p.is_file():
+            raise BenchmarkError(f"task file {p} does not exist")
+        text = p.read_text(encoding="utf-8")
+        try:
+            rows = json.loads(text) if p.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x.strip()]
+            tasks = [Task.model_validate(r) for r in rows]
+        except ValueError as e:
+            raise BenchmarkError(f"cannot read tasks from {p}: {e}") from None
+        limit = options.get("limit")
+        return tasks[: int(limit)] if limit else tasks
+
+    def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
+        env_opts = options.get("env_options") or {}
+        limits = env_opts.get("limits")
+        return GeneralEnv(isolation=env_opts.get("isolation", options.get("isolation", "auto")),
+                          allow_unisolated=bool(env_opts.get("allow_unisolated", options.get("allow_unisolated", False))),
+                          limits=Limits.model_validate(limits) if limits else None)

@@ -1,0 +1,276 @@
+"""The one interleaved orchestrator/worker loop (paper Algorithm 1).
+
+    decide → (delegate | revise | terminate | end) → run live workers until each hands off → decide …
+
+A handoff is a worker report (finish / revise / stop), an exhausted step budget, a runtime error, or
+an interruption chosen by the control policy (polling, triggers). A revision is appended to the
+worker's own history and the *same* worker resumes. Budgets, cost caps and model failures end the
+task cleanly with a recorded reason. Entry point: :func:`porchestra.run.run_task`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from typing import Any
+
+from .agents import Orchestrator, StepRecord, Worker, tools_text
+from .config import RunConfig
+from .envs.base import Environment, Task
+from .harness import DecisionError, apply_revision, harness_from_delegation
+from .log.events import EventLog
+from .models.gateway import Gateway
+from .policies.base import ControlPolicy
+from .prompting import PromptSet
+from .protocol import (DelegateBatch, DelegateTask, EndTask, Handoff, Report, ReviseTask, Terminate,
+                       ToolCall, Wait)
+from .runtime_view import orchestrator_vars, render_report
+from .tools.base import Tool, ToolResult
+
+PROTOCOL_FIELDS = ("state", "request", "evidence")
+
+
+class BudgetExhausted(Exception):
+    """The task's global step budget or cost cap is spent."""
+
+
+class Runtime:
+    """All state of one task run. Created per task; nothing global."""
+
+    def __init__(self, task: Task, env: Environment, cfg: RunConfig, policy: ControlPolicy,
+                 models: "Models", log: EventLog, gateway: Gateway):
+        self.task, self.env, self.cfg, self.policy = task, env, cfg, policy
+        self.models, self.log, self.gateway = models, log, gateway
+        self.prompts = PromptSet(env.prompt_set)
+        self.orchestrator = Orchestrator(models.orchestrator)
+        self.workers: dict[str, Worker] = {}
+        self.memory: list[str] = []
+        self.updates: list[str] = []
+        self.ablate = frozenset(cfg.ablate)
+        self.tool_layer: Any = env  # fault injection wraps this (same `execute` signature)
+
+    # --- views used by agents and templates ------------------------------------------------------
+    def all_tools(self) -> list[Tool]:
+        return self.env.tools()
+
+    def tool_names(self) -> list[str]:
+        return [t.name for t in self.all_tools()]
+
+    def tools_of(self, worker: Worker) -> list[Tool]:
+        return [t for t in self.all_tools() if t.name in worker.harness.tools]
+
+    def dispatch(self, call: ToolCall, worker: Worker) -> ToolResult:
+        return self.tool_layer.execute(call, worker.id)
+
+    def poll_notifications(self, worker: Worker | None) -> list[str]:
+        notes = self.env.notifications()
+        for n in notes:
+            self.log.emit("notification", worker.id if worker else "orchestrator", None, text=n)
+        self.updates.extend(notes)
+        return notes
+
+    def strip_ablated(self, report: Report) -> Report:
+        drop = {f for f in PROTOCOL_FIELDS if f in self.ablate}
+        if not drop:
+            return report
+        data = report.model_dump()
+        if "state" in drop:
+            data["state"] = ""
+        if "request" in drop:
+            data["request"] = data["reason"] = ""
+        if "evidence" in drop:
+            data["evidence"] = {}
+        return Report.model_validate(data)
+
+    def check_global_budget(self) -> None:
+        if self.log.step >= self.cfg.budgets.global_steps:
+            raise BudgetExhausted(f"global step budget exhausted ({self.cfg.budgets.global_steps} steps)")
+        cap = self.cfg.budgets.max_cost_usd
+        if cap is not None:
+            spent = sum(e.get("cost_usd") or 0.0 for e in self.log.events if e["event"] == "llm_call")
+            if spent >= cap:
+                raise BudgetExhausted(f"cost cap reached (${spent:.4f} >= ${cap})")
+
+    def revisable_worker(self, handoff: Handoff | None) -> Worker | None:
+        if handoff is not None:
+            w = self.workers.get(handoff.worker_id)
+            return w if w is not None and w.status == "paused" else None
+        paused = [w for w in self.workers.values() if w.status == "paused"]
+        return paused[-1] if paused else None
+
+    def orchestrator_vars(self, handoff: Handoff | None, allowed: list[str]) -> dict[str, Any]:
+        return orchestrator_vars(self, handoff, allowed)
+
+    def ask_orchestrator(self, handoff: Handoff | None, allowed: list[str]) -> tuple[Any, Any]:
+        return self.orchestrator.decide(self, handoff, allowed, lambda d: self.validate(d, handoff))
+
+    # --- decisions: validate (no side effects), then execute ---------------------------------------
+    def validate(self, d: Any, handoff: Handoff | None) -> Any:
+        if isinstance(d, DelegateTask):
+            return [self._validate_delegation(d, extra=0)]
+        if isinstance(d, DelegateBatch):
+            if not d.tasks:
+                raise DecisionError("delegate_tasks needs at least one task")
+            return [self._validate_delegation(t, extra=i) for i, t in enumerate(d.tasks)]
+        if isinstance(d, (ReviseTask, Terminate)):
+            w = self.workers.get(d.worker_id) if d.worker_id else self.revisable_worker(handoff)
+            if w is None or w.status != "paused":
+                raise DecisionError("there is no paused SubAgent to revise or terminate; delegate_task or end the task")
+            if isinstance(d, ReviseTask):
+                if d.executor.operation == "replace":
+                    self._check_model(d.executor.model)
+                return w, apply_revision(w.harness, d, self.tool_names(), self.ablate)
+            return w
+        return None  # EndTask / Wait need no validation
+
+    def _validate_delegation(self, d: DelegateTask, extra: int):
+        if len(self.workers) + extra >= self.cfg.budgets.max_workers:
+            raise DecisionError(f"SubAgent limit reached ({self.cfg.budgets.max_workers}); "
+                                "revise the current SubAgent or end the task")
+        return harness_from_delegation(d, self.tool_names(), self.cfg.budgets.worker_steps,
+                                       self.cfg.worker_model_names())
+
+    def _check_model(self, name: str | None) -> None:
+        names = self.cfg.worker_model_names()
+        if name is not None and name not in names and name not in names.values():
+            raise DecisionError(f"unknown model {name!r}; available models: {', '.join(names)}")
+
+    def execute(self, d: Any, plan: Any, handoff: Handoff | None) -> EndTask | None:
+        if handoff is not None:
+            w = self.workers[handoff.worker_id]
+            self.memory.append(render_report(w, handoff))
+        if isinstance(d, (DelegateTask, DelegateBatch)):
+            if handoff is not None and self.workers[handoff.worker_id].status == "paused":
+                self._close(self.workers[handoff.worker_id], "superseded by a new delegation")
+            for harness in plan:
+                self._start_worker(harness, fresh_attempt=True)
+        elif isinstance(d, ReviseTask):
+            self._revise(d, *plan)
+        elif isinstance(d, Terminate):
+            self._close(plan, d.reason or d.reasoning or "terminated by the orchestrator")
+        elif isinstance(d, EndTask):
+            key = {"complete": "answer", "finalize_task": "message", "submit": "submission"}[d.action]
+            value = d.answer if d.action == "complete" else d.message if d.action == "finalize_task" else d.reason
+            self.log.emit("complete", "orchestrator", None, action=d.action, reasoning=d.reasoning, **{key: value})
+            return d
+        elif not isinstance(d, Wait):
+            raise TypeError(f"unknown decision {d!r}")
+        return None
+
+    def _start_worker(self, harness: Any, fresh_attempt: bool, replaces: str | None = None) -> Worker:
+        wid = f"worker-{len(self.workers) + 1}"
+        model = self.models.worker(harness.model)
+        w = Worker(wid, harness, model)
+        w.messages = [{"role": "system", "content": self.prompts.render(
+                          "worker_system.j2", comm_actions=sorted(self.policy.comm_actions,
+                                                                  key=["finish", "revise", "stop"].index),
+                          ablate=sorted(self.ablate), **self.env.prompt_vars())},
+                      {"role": "user", "content": self.prompts.render(
+                          "worker_task.j2", harness=harness, task=self.task,
+                          tools_text=tools_text(self.tools_of(w)), **self.env.prompt_vars())}]
+        self.workers[wid] = w
+        self.env.on_delegate(wid, fresh_attempt)
+        self.log.emit("delegate", wid, "orchestrator", harness=harness.model_dump(),
+                      model_name=model.name, replaces=replaces)
+        return w
+
+    def _revise(self, d: ReviseTask, w: Worker, outcome: Any) -> None:
+        self.log.emit("revise", w.id, "orchestrator", revision=d.model_dump(exclude_none=True),
+                      harness=outcome.harness.model_dump(), ignored=outcome.ignored)
+        if d.executor.operation == "replace":
+            if d.executor.model:
+                outcome.harness.model = d.executor.model
+            self._close(w, "executor replaced")
+            self._start_worker(outcome.harness, fresh_attempt=False, replaces=w.id)
+            return
+        subgoal_changed = outcome.harness.subgoal != w.harness.subgoal
+        w.harness = outcome.harness
+        added = [t for t in self.all_tools() if t.name in outcome.added_tools]
+        w.append_user(self.prompts.render("revision.j2", revision=d, outcome=outcome, harness=w.harness,
+                                          subgoal_changed=subgoal_changed, remaining=w.remaining,
+                                          added_tools_text=tools_text(added)))
+        w.status = "running"
+
+    def _close(self, w: Worker, reason: str) -> None:
+        if w.live:
+            w.status = "terminated"
+            self.log.emit("terminate", w.id, "orchestrator", reason=reason)
+
+    # --- running workers ---------------------------------------------------------------------------
+    def run_workers(self, workers: list[Worker]) -> list[Handoff]:
+        if len(workers) == 1 or self.cfg.budgets.max_parallel == 1:
+            return [self._run_until_handoff(w) for w in workers]
+        with ThreadPoolExecutor(max_workers=self.cfg.budgets.max_parallel) as pool:
+            return list(pool.map(self._run_until_handoff, workers))
+
+    def _run_until_handoff(self, w: Worker) -> Handoff:
+        while True:
+            if self.env.is_stopped():
+                h = Handoff(worker_id=w.id, kind="notification", detail="the environment stopped")
+                break
+            if w.remaining <= 0:
+                h = Handoff(worker_id=w.id, kind="budget_exhausted",
+                            detail=f"step budget of {w.harness.step_budget} used up")
+                break
+            self.check_global_budget()
+            result = w.step(self)
+            if isinstance(result, Handoff):
+                h = result
+                break
+            interrupt = self.policy.after_step(self, w, result)
+            if interrupt is not None:
+                kind, detail = interrupt
+                h = Handoff(worker_id=w.id, kind=kind, detail=detail)
+                break
+        h.recent_steps = [asdict(r) for r in w.recent[-5:]]
+        self._settle(w, h)
+        return h
+
+    def _settle(self, w: Worker, h: Handoff) -> None:
+        """Worker status after a handoff: paused (live, revisable) or over."""
+        if self.policy.keeps_worker(h):
+            w.status = "paused"
+        elif h.report is not None:
+            w.status = "finished" if h.report.type == "finish" else "stopped"
+        else:
+            w.status = "paused"  # _close needs a live worker to log its end
+            self._close(w, h.detail or h.kind)
+
+    # --- the loop ------------------------------------------------------------------------------------
+    def run(self) -> EndTask | None:
+        pending: deque[Handoff] = deque()
+        while True:
+            if self.env.is_stopped():
+                return None
+            if not pending:
+                self.poll_notifications(None)
+            handoff = pending.popleft() if pending else None
+            decision, plan = self.policy.decide(self, handoff)
+            end = self.execute(decision, plan, handoff)
+            if end is not None:
+                next_message = self.env.end_turn(end)
+                if next_message is None:
+                    return end
+                self.updates.append(f"New user message: {next_message}")
+                continue
+            running = [w for w in self.workers.values() if w.status == "running"]
+            if running:
+                pending.extend(self.run_workers(running))
+
+
+class Models:
+    """The orchestrator model and the worker models by name ("default" = the configured default)."""
+
+    def __init__(self, orchestrator: Any, workers: dict[str, Any], specs: dict[str, str] | None = None):
+        self.orchestrator = orchestrator
+        self.workers = workers
+        self.specs = specs or {}  # name → spec, so a decision may name either
+
+    def worker(self, name: str | None) -> Any:
+        if name is None:
+            return self.workers["default"]
+        for key, model in self.workers.items():
+            if name in (key, model.name, self.specs.get(key)):
+                return model
+        raise DecisionError(f"unknown worker model {name!r}")

@@ -1,0 +1,49 @@
+"""Control policies: *when* the orchestrator regains control and what workers may send.
+
+The loop (porchestra/loop.py) exists once; a baseline is a small subclass of `ControlPolicy`.
+Hooks, all optional:
+- `comm_actions`: what a worker may send (finish / revise / stop).
+- `orchestrator_actions(rt, handoff)`: the orchestrator's allowed actions at this point.
+- `decide(rt, handoff)`: produce the next decision (default: ask the orchestrator model); a policy
+  without an orchestrator (ReAct) or with a fixed plan (offline) returns decisions itself.
+- `after_step(rt, worker, record)`: return a reason string to hand control back (polling, trigger).
+- `keeps_worker(handoff)`: whether a worker stays live (revisable) after handing off.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import Decision, Handoff
+
+if TYPE_CHECKING:
+    from ..agents import StepRecord, Worker
+    from ..loop import Runtime
+
+
+class ControlPolicy:
+    name = "base"
+    comm_actions: frozenset[str] = frozenset({"finish", "revise", "stop"})
+    can_revise = True
+
+    def orchestrator_actions(self, rt: "Runtime", handoff: Handoff | None) -> list[str]:
+        actions = ["delegate_task"]
+        if self.can_revise and rt.revisable_worker(handoff) is not None:
+            actions += ["revise_task", "terminate"]
+        actions.append(rt.env.end_action)
+        return actions
+
+    def decide(self, rt: "Runtime", handoff: Handoff | None) -> tuple[Decision, Any]:
+        return rt.ask_orchestrator(handoff, self.orchestrator_actions(rt, handoff))
+
+    def after_step(self, rt: "Runtime", worker: "Worker", record: "StepRecord") -> str | None:
+        return None
+
+    def keeps_worker(self, handoff: Handoff) -> bool:
+        """After `stop` or a runtime error the path is over; otherwise the worker pauses, live."""
+        if not self.can_revise:
+            return False
+        return not (handoff.kind == "error" or (handoff.report is not None and handoff.report.type == "stop"))
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "comm_actions": sorted(self.comm_actions), "can_revise": self.can_revise}

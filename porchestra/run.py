@@ -1,0 +1,113 @@
+"""Run one task end to end: event log, models, environment, loop, scoring, totals.
+
+    result = run_task(task, env, cfg, out_dir="runs/x")
+
+Every way a run can end is a recorded reason in `task_end`; nothing but a bug in porchestra itself
+escapes as an exception (and even then `task_end` is written first).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .agents import AgentFailed
+from .config import RunConfig
+from .envs.base import Environment, Score, Task
+from .log.events import EventLog, Listener
+from .log.totals import compute_totals
+from .loop import BudgetExhausted, Models, Runtime
+from .models.base import Model, ModelError, ModelExhausted
+from .models.gateway import Gateway
+from .models.pricing import PriceTable
+from .models.registry import make_model
+from .policies import make_policy
+from .policies.base import ControlPolicy
+from .protocol import EndTask
+from .secrets import Redactor
+
+
+@dataclass
+class TaskResult:
+    task_id: str
+    success: bool | None
+    score: float | None
+    reason: str
+    answer: str | None
+    totals: dict[str, Any]
+    events_path: Path
+
+
+def build_models(cfg: RunConfig, cache: dict[str, Model] | None = None) -> Models:
+    """Instantiate the orchestrator and worker models; identical specs share one object (one copy
+    of local weights in memory)."""
+    cache = {} if cache is None else cache
+
+    def get(spec: str, role: str) -> Model:
+        key = f"{role}|{spec}" if spec.split(":", 1)[0] in ("scripted", "replay") else spec
+        if key not in cache:
+            cache[key] = make_model(spec, role, cfg.options_for(role))
+        return cache[key]
+
+    workers = {name: get(spec, "worker") for name, spec in cfg.worker_model_names().items()}
+    return Models(get(cfg.orchestrator_model, "orchestrator"), workers, cfg.worker_model_names())
+
+
+def _end_answer(end: EndTask | None) -> str | None:
+    if end is None:
+        return None
+    return end.answer if end.action == "complete" else end.message if end.action == "finalize_task" else end.reason
+
+
+def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Path,
+             models: Models | None = None, policy: ControlPolicy | None = None,
+             run_id: str | None = None, listeners: Iterable[Listener] = (),
+             redactor: Redactor | None = None,
+             wrap_runtime: Callable[[Runtime], None] | None = None) -> TaskResult:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = run_id or uuid.uuid4().hex[:12]
+    policy = policy or make_policy(cfg.mode)
+    log = EventLog(out / "events.jsonl", run_id, task.id, redactor=redactor, listeners=list(listeners))
+    end: EndTask | None = None
+    reason = "completed"
+    score = Score(success=None, reason="not evaluated")
+    try:
+        log.emit("task_start", task=task.model_dump(exclude={"payload"}),
+                 config={**cfg.model_dump(mode="json"), "policy": policy.describe()})
+        try:
+            models = models or build_models(cfg)
+            env.reset(task)
+            gateway = Gateway(log, PriceTable(cfg.prices), thinking=env.thinking)
+            rt = Runtime(task, env, cfg, policy, models, log, gateway)
+            if wrap_runtime is not None:
+                wrap_runtime(rt)  # e.g. fault injection around rt.tool_layer
+            end = rt.run()
+            if end is None:
+                reason = "environment_stopped"
+        except BudgetExhausted as e:
+            reason = f"budget_exhausted: {e}"
+        except AgentFailed as e:
+            reason = f"orchestrator_failed: {e}"
+        except ModelExhausted as e:
+            reason = f"model_exhausted: {e}"
+        except ModelError as e:
+            reason = f"model_error: {e}"
+        try:
+            score = env.evaluate(end)
+        except Exception as e:  # a checker crash is an infrastructure problem, not a task failure
+            score = Score(success=None, reason=f"checker error: {type(e).__name__}: {e}")
+        finally:
+            env.close()
+    except BaseException as e:
+        reason = f"internal_error: {type(e).__name__}: {e}"
+        log.emit("task_end", success=None, score=None, reason=reason, totals=compute_totals(log.events))
+        log.close()
+        raise
+    totals = compute_totals(log.events)
+    log.emit("task_end", success=score.success, score=score.score, reason=reason,
+             check=score.reason, check_details=score.details, totals=totals)
+    log.close()
+    return TaskResult(task.id, score.success, score.score, reason, _end_answer(end), totals, out / "events.jsonl")
