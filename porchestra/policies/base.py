@@ -6,7 +6,8 @@ Hooks, all optional:
 - `orchestrator_actions(rt, handoff)`: the orchestrator's allowed actions at this point.
 - `decide(rt, handoff)`: produce the next decision (default: ask the orchestrator model); a policy
   without an orchestrator (ReAct) or with a fixed plan (offline) returns decisions itself.
-- `after_step(rt, worker, record)`: return a reason string to hand control back (polling, trigger).
+- `after_step(rt, worker, record)`: return (kind, detail) — kind "poll" or "trigger" — to hand
+  control back to the orchestrator after a worker tool step (polling, triggers); None to go on.
 - `keeps_worker(handoff)`: whether a worker stays live (revisable) after handing off.
 """
 
@@ -36,7 +37,7 @@ class ControlPolicy:
     def decide(self, rt: "Runtime", handoff: Handoff | None) -> tuple[Decision, Any]:
         return rt.ask_orchestrator(handoff, self.orchestrator_actions(rt, handoff))
 
-    def after_step(self, rt: "Runtime", worker: "Worker", record: "StepRecord") -> str | None:
+    def after_step(self, rt: "Runtime", worker: "Worker", record: "StepRecord") -> tuple[str, str] | None:
         return None
 
     def keeps_worker(self, handoff: Handoff) -> bool:
