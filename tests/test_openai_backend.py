@@ -216,3 +216,22 @@ def test_thirty_percent_faults_over_fifty_calls_end_cleanly():
     faults = [r.fault for r in reqs if r.fault]
     assert 0.15 * len(reqs) < len(faults) < 0.45 * len(reqs)  # seeded, so stable
     assert sum(1 for o, _ in outcomes if o == "ok") >= 40
+
+
+def test_gateway_logs_retries_and_errors_without_the_key(monkeypatch, tmp_path):
+    from porchestra.log.events import EventLog, read_events
+    from porchestra.models.gateway import Gateway
+
+    monkeypatch.setenv("PORCHESTRA_WORKER_API_KEY", CANARY)
+    log = EventLog(tmp_path / "events.jsonl", run_id="r", task_id="t")
+    gw = Gateway(log)
+    with FakeOpenAIServer(replies=["fine"], faults=FaultPlan(sequence=["502", "401"])) as srv:
+        m = model(srv)
+        with pytest.raises(ModelError):
+            gw.call(m, MSGS, role="worker", agent_id="w1")
+        call = gw.call(m, MSGS, role="worker", agent_id="w1")
+    assert call.text == "fine"
+    events = [e for e in read_events(tmp_path / "events.jsonl") if e["event"] == "llm_call"]
+    assert events[0]["error"].startswith("ModelError") and events[0]["retries"][0]["status"] == 502
+    assert events[1]["response"] == "fine" and events[1]["model"] == "openai:fake-model"
+    assert CANARY not in (tmp_path / "events.jsonl").read_text()
