@@ -235,3 +235,10 @@ def test_gateway_logs_retries_and_errors_without_the_key(monkeypatch, tmp_path):
     assert events[0]["error"].startswith("ModelError") and events[0]["retries"][0]["status"] == 502
     assert events[1]["response"] == "fine" and events[1]["model"] == "openai:fake-model"
     assert CANARY not in (tmp_path / "events.jsonl").read_text()
+
+
+def test_max_tokens_parameter_name():
+    assert OpenAIModel("gpt-x", ModelOptions()).request_params(MSGS, None, 5)["max_completion_tokens"] == 5
+    compat = OpenAIModel("m", ModelOptions(base_url="http://127.0.0.1:9/v1"))
+    assert compat.request_params(MSGS, None, 5)["max_tokens"] == 5
+    assert "max_tokens" not in compat.request_params(MSGS, None, None)

@@ -87,11 +87,13 @@ class OpenAIModel:
     `json_mode` opts in to `response_format`: "json_object" (JSON mode) or "json_schema" (the action
     schema, where the server supports structured outputs). Off by default because many compatible
     servers reject the parameter; the tolerant parser copes with prose around the JSON.
+    `max_tokens_param`: OpenAI's own endpoint wants "max_completion_tokens" (its reasoning models reject
+    "max_tokens"); compatible servers get the widely supported "max_tokens".
     """
 
     def __init__(self, model: str, options: ModelOptions | None = None, role: str = "worker", *,
-                 json_mode: JsonMode = None, sleep: Callable[[float], None] | None = None,
-                 seed: int | None = None):
+                 json_mode: JsonMode = None, max_tokens_param: str | None = None,
+                 sleep: Callable[[float], None] | None = None, seed: int | None = None):
         import openai  # a core dependency; imported lazily so `import porchestra` stays light
 
         self.model = model
@@ -100,6 +102,8 @@ class OpenAIModel:
         self.options = options = options or ModelOptions()
         self.json_mode: JsonMode = json_mode or getattr(options, "json_mode", None)
         self.base_url = resolve_base_url(options, role)
+        self.max_tokens_param = max_tokens_param or (
+            "max_completion_tokens" if self.base_url is None else "max_tokens")
         key = resolve_api_key(options, role)
         self._redactor = Redactor([key])
         self._retry = RetryPolicy.from_options(options, sleep=sleep, seed=seed)
@@ -116,7 +120,7 @@ class OpenAIModel:
         opts = self.options
         mt = max_tokens if max_tokens is not None else opts.max_tokens
         if mt is not None:
-            params["max_tokens"] = mt
+            params[self.max_tokens_param] = mt
         if opts.temperature is not None:
             params["temperature"] = opts.temperature
         if opts.seed is not None:
