@@ -150,7 +150,9 @@ class Sandbox:
                 "no sandbox is available (neither bubblewrap nor unshare works here), and running "
                 "model-written code unisolated was not allowed; install bubblewrap "
                 "(apt-get install -y bubblewrap) or pass allow_unisolated=True / --allow-unisolated")
-        if isolation != "bwrap" and self.run_uid is not None:
+        if isolation == "none":
+            self.run_uid = None  # unisolated means as is: same uid, no process-count limit
+        elif isolation == "unshare" and self.run_uid is not None:
             self._check_traversable()
         self.isolation: str = isolation
 
@@ -182,9 +184,8 @@ class Sandbox:
     def _argv(self, argv: list[str], code_dir: str | None) -> list[str]:
         lim = self.limits
         cpu = lim.cpu_s if lim.cpu_s is not None else int(lim.wall_s) + 2
-        # Non-root without a user namespace of its own would share RLIMIT_NPROC with every process
-        # of the user; only then is the process limit left off.
-        nproc = lim.max_procs if (self.run_uid is not None or self.isolation != "none") else 0
+        # Unisolated, RLIMIT_NPROC would count every process of the user (and root ignores it).
+        nproc = lim.max_procs if self.isolation != "none" else 0
         launch = launcher_argv(self.python, uid=self.run_uid, nproc=nproc, as_mb=lim.memory_mb,
                                cpu_s=cpu, fsize_mb=lim.file_mb) + argv
         if self.isolation == "bwrap":
