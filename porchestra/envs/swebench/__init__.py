@@ -1,0 +1,37 @@
+"""SWE-bench (Verified) for porchestra: instances, executors (local / Docker) and swebench grading.
+
+Options (``porchestra eval swebench`` flags and env_options):
+  instances   JSON/JSONL file of instances, or ``fixtures`` for the bundled micro-repositories
+  hf          load from the hub instead (``dataset``, default SWE-bench/SWE-bench_Verified; ``split``)
+  ids         id list (file: JSON list or one per line); the paper's 100: shared/data/swebench-verified-100-ids.json
+  limit       first N instances after id selection
+  include_hints  show hints_text to the agents (off: standard evaluation)
+  executor    local | docker (default: local for instances with repo_path, else docker)
+  command_timeout, eval_timeout, isolation, allow_unisolated, venv, local_setup, repo_source,
+  image, docker, grading_dir, run_id
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import Environment, Task
+from ..benchmark import Benchmark
+from .env import SWEBenchEnv
+from .executor import CommandResult, DockerExecutor, Executor, ExecutorError, LocalExecutor, official_image
+from .instances import load
+
+
+class SWEBenchBenchmark(Benchmark):
+    name = "swebench"
+    description = "SWE-bench Verified: resolve GitHub issues; graded with the swebench package"
+
+    def load_tasks(self, options: dict[str, Any]) -> list[Task]:
+        return load(options)
+
+    def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
+        return SWEBenchEnv(options)
+
+
+__all__ = ["CommandResult", "DockerExecutor", "Executor", "ExecutorError", "LocalExecutor", "SWEBenchBenchmark",
+           "SWEBenchEnv", "official_image"]

@@ -59,6 +59,7 @@ class Executor(Protocol):
 
     def start(self) -> None: ...
     def run(self, command: str, timeout: float | None = None) -> CommandResult: ...
+    def put_file(self, name: str, content: str) -> str: ...  # returns the path commands see
     def diff(self) -> str: ...
     def reset(self) -> None: ...
     def close(self) -> None: ...
@@ -169,6 +170,15 @@ class LocalExecutor:
         output = res.stdout + (("\n" if res.stdout and res.stderr else "") + res.stderr if res.stderr else "")
         return CommandResult(output=output, exit_code=res.exit_code, timed_out=res.timed_out)
 
+    def put_file(self, name: str, content: str) -> str:
+        """Write a file outside the checkout (patches to apply) and return its path."""
+        if self.root is None:
+            raise ExecutorError("executor not started")
+        target = self.root / "inbox" / Path(name).name
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(content)
+        return str(target)
+
     def diff(self) -> str:
         if self.base_commit is None:
             raise ExecutorError("executor not started")
@@ -259,6 +269,19 @@ class DockerExecutor:
         if res.exit_code == 137 and not res.timed_out:  # `timeout -s KILL` fired inside the container
             return CommandResult(output=res.output, exit_code=None, timed_out=True)
         return res
+
+    def put_file(self, name: str, content: str) -> str:
+        """`docker cp` a host file into the container's /tmp and return its path there."""
+        if self.container is None:
+            raise ExecutorError("executor not started")
+        inside = f"/tmp/{Path(name).name}"
+        with tempfile.TemporaryDirectory() as d:
+            host = Path(d) / Path(name).name
+            host.write_text(content)
+            res = self.runner([self.docker, "cp", str(host), f"{self.container}:{inside}"], 120)
+        if res.exit_code != 0:
+            raise ExecutorError(f"docker cp failed: {res.output.strip()[-300:]}")
+        return inside
 
     def diff(self) -> str:
         base = self.base_commit or "HEAD"

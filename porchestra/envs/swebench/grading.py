@@ -40,7 +40,7 @@ def _swebench_module(name: str) -> Any:
     spec = importlib.util.find_spec("swebench")
     if spec is None or not spec.submodule_search_locations:
         raise GradingUnavailable("the swebench package is not installed: pip install --no-deps 'swebench>=5.0.2,<6'")
-    if not isinstance(sys.modules.get("swebench.harness"), types.ModuleType) or "swebench.harness" not in sys.modules:
+    if "swebench.harness" not in sys.modules:  # a failed package import leaves nothing behind
         harness = types.ModuleType("swebench.harness")
         harness.__path__ = [str(Path(list(spec.submodule_search_locations)[0]) / "harness")]
         sys.modules["swebench.harness"] = harness
@@ -103,8 +103,8 @@ def default_test_command(instance: dict[str, Any]) -> str:
 def _apply(executor: Executor, patch: str, name: str) -> CommandResult:
     if not patch.strip():
         return CommandResult(output="", exit_code=0)
-    quoted = shlex.quote(patch if patch.endswith("\n") else patch + "\n")
-    return executor.run(f"printf '%s' {quoted} > /tmp/{name}.diff && git apply -v /tmp/{name}.diff", 120)
+    path = executor.put_file(f"{name}.diff", patch if patch.endswith("\n") else patch + "\n")
+    return executor.run(f"git apply -v {shlex.quote(path)}", 120)
 
 
 def grade_local(instance: dict[str, Any], patch: str, make_executor: Callable[[], Executor],
