@@ -165,16 +165,19 @@ class Sandbox:
             script.write_text(code, encoding="utf-8")
             script.chmod(0o644)
             inside = "/run/porchestra/snippet.py" if self.isolation == "bwrap" else str(script)
-            return self.run([self.python, inside], code_dir=d)
+            # the script lives outside the workspace; workspace modules must still import
+            return self.run([self.python, inside], code_dir=d, env={"PYTHONPATH": str(self.workspace)})
 
     def run_shell(self, command: str) -> ExecResult:
         """Run a bash command line (sh when bash is missing) in the workspace."""
         shell = shutil.which("bash") or "/bin/sh"
         return self.run([shell, "-c", command])
 
-    def run(self, argv: list[str], code_dir: str | None = None) -> ExecResult:
+    def run(self, argv: list[str], code_dir: str | None = None, env: dict[str, str] | None = None) -> ExecResult:
+        """Run `argv` in the sandbox; `code_dir` is mounted read-only at /run/porchestra (bwrap)."""
         self._prepare_workspace()
-        cap: Capture = run_captured(self._argv(argv, code_dir), env=self._env(), cwd=str(self.workspace),
+        cap: Capture = run_captured(self._argv(argv, code_dir), env={**self._env(), **(env or {})},
+                                    cwd=str(self.workspace),
                                     wall_s=self.limits.wall_s, keep=self.limits.output_chars)
         return ExecResult(exit_code=cap.exit_code, stdout=cap.stdout, stderr=cap.stderr,
                           timed_out=cap.timed_out, truncated=cap.truncated, isolation=self.isolation,
