@@ -219,10 +219,14 @@ def test_tools_need_reset_and_unisolated_is_refused(monkeypatch):
         GeneralEnv().tools()
     from porchestra.tools import sandbox as sandbox_mod
     monkeypatch.setattr(sandbox_mod, "probe_isolation", lambda py: {"bwrap": "no", "unshare": "no", "none": ""})
-    e = GeneralEnv()
-    with pytest.raises(SandboxUnavailable):
-        e.reset(make_task())
-    e.close()
+    with pytest.raises(SandboxUnavailable, match="allow_unisolated"):
+        GeneralEnv()  # refused at construction, before any task starts
+    e = GeneralEnv(allow_unisolated=True, limits={"wall_s": 5})
+    e.reset(make_task())
+    try:
+        assert e.sandbox.isolation == "none" and e.sandbox.limits.wall_s == 5
+    finally:
+        e.close()
 
 
 def test_general_benchmark_loads_tasks(tmp_path):

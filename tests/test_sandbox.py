@@ -169,6 +169,22 @@ for t in [{str(ws.parent / 'escape.txt')!r}, '../escape2.txt', '/usr/escape', '/
     assert "WROTE /tmp/escape-probe" in r.stdout and not Path("/tmp/escape-probe").exists()
 
 
+@needs_sandbox
+def test_workspace_ownership_is_restored_and_linked_host_files_untouched(ws):
+    outside = ws.parent / "host-owned.txt"
+    outside.write_text("host")
+    os.link(outside, ws / "hardlink.txt")  # a host file linked into the workspace must not be handed over
+    before = outside.stat()
+    r = box(ws).run_shell("mkdir -p sub && echo made > sub/new.txt && id -u")
+    assert r.exit_code == 0, r.stderr
+    me = os.getuid()
+    assert {p.stat().st_uid for p in [ws, ws / "sub", ws / "sub" / "new.txt"]} == {me}
+    after = outside.stat()
+    assert (after.st_uid, after.st_gid, after.st_mode) == (before.st_uid, before.st_gid, before.st_mode)
+    if os.geteuid() == 0:  # the code itself ran as an unprivileged uid
+        assert int(r.stdout) != 0
+
+
 # --------------------------------------------------------------------------- network
 @needs_sandbox
 @each_level

@@ -17,7 +17,7 @@ from typing import Any
 from ..protocol import EndTask, ToolCall
 from ..tools.base import Tool, ToolResult, tool_from_function
 from ..tools.files import make_file_tools, resolve_in_workspace
-from ..tools.sandbox import Isolation, Limits, Sandbox
+from ..tools.sandbox import Isolation, Limits, Sandbox, resolve_isolation
 from .base import Environment, Score, Task
 from .benchmark import Benchmark, BenchmarkError
 
@@ -31,11 +31,12 @@ class GeneralEnv(Environment):
     prompt_set = "general"
 
     def __init__(self, workspace: Path | None = None, isolation: Isolation = "auto", allow_unisolated: bool = False,
-                 limits: Limits | None = None, answer: str | None = None):
+                 limits: Limits | dict | None = None, answer: str | None = None):
+        resolve_isolation(isolation, allow_unisolated)  # refuse early: before any task starts
         self._given_workspace = Path(workspace) if workspace is not None else None
         self._isolation = isolation
         self._allow_unisolated = allow_unisolated
-        self._limits = limits
+        self._limits = Limits.model_validate(limits) if isinstance(limits, dict) else limits
         self._answer = answer
         self._temp: Path | None = None
         self.workspace: Path | None = None
@@ -148,7 +149,6 @@ class GeneralBenchmark(Benchmark):
 
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
         env_opts = options.get("env_options") or {}
-        limits = env_opts.get("limits")
         return GeneralEnv(isolation=env_opts.get("isolation", options.get("isolation", "auto")),
                           allow_unisolated=bool(env_opts.get("allow_unisolated", options.get("allow_unisolated", False))),
-                          limits=Limits.model_validate(limits) if limits else None)
+                          limits=env_opts.get("limits"))

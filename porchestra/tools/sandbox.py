@@ -22,6 +22,7 @@ import functools
 import os
 import random
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,43 @@ def available_isolation(python: str | None = None) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- sandbox
+def resolve_isolation(isolation: str = "auto", allow_unisolated: bool = False, python: str | None = None) -> str:
+    """The level a Sandbox would use; SandboxUnavailable when that is impossible or not allowed."""
+    python = python or sys.executable
+    if isolation not in ("auto", *LEVELS):
+        raise ValueError(f"isolation must be auto, bwrap, unshare or none, not {isolation!r}")
+    available = available_isolation(python)
+    if isolation == "auto":
+        isolation = available[0]
+    elif isolation not in available:
+        why = probe_isolation(python)[isolation]
+        raise SandboxUnavailable(
+            f"isolation {isolation!r} does not work here ({why}); available: {', '.join(available)}. "
+            "bubblewrap is the recommended sandbox (Debian/Ubuntu: apt-get install -y bubblewrap)")
+    if isolation == "none" and not allow_unisolated:
+        raise SandboxUnavailable(
+            "no sandbox is available (neither bubblewrap nor unshare works here), and running "
+            "model-written code unisolated was not allowed; install bubblewrap "
+            "(apt-get install -y bubblewrap) or pass allow_unisolated=True / --allow-unisolated")
+    return isolation
+
+
+def _chown_tree(root: Path, uid: int, gid: int, only_from: int | None = None) -> None:
+    """lchown every entry below `root` (symlinks are not followed). A regular file with several hard
+    links may be a host file linked in from outside: it is never handed over."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for p in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
+            try:
+                st = os.lstat(p)
+                if st.st_uid == uid or (only_from is not None and st.st_uid != only_from):
+                    continue
+                if only_from is None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    continue
+                os.lchown(p, uid, gid)
+            except FileNotFoundError:
+                pass
+
+
 class Sandbox:
     def __init__(self, workspace: Path | str, isolation: Isolation = "auto", allow_unisolated: bool = False,
                  limits: Limits | None = None, python: str | None = None, *, _probe: bool = False):
@@ -132,24 +170,12 @@ class Sandbox:
         self.python = python or sys.executable
         # Root: run the code as an unprivileged uid of its own (see module docstring).
         self.run_uid: int | None = random.randrange(1_500_000_000, 2_000_000_000) if _is_root() else None
+        st = self.workspace.stat()
+        self._owner = (st.st_uid, st.st_gid)
         if _probe:
             self.isolation = isolation
             return
-        if isolation not in ("auto", *LEVELS):
-            raise ValueError(f"isolation must be auto, bwrap, unshare or none, not {isolation!r}")
-        available = available_isolation(self.python)
-        if isolation == "auto":
-            isolation = available[0]  # type: ignore[assignment]
-        elif isolation not in available:
-            why = probe_isolation(self.python)[isolation]
-            raise SandboxUnavailable(
-                f"isolation {isolation!r} does not work here ({why}); available: {', '.join(available)}. "
-                "bubblewrap is the recommended sandbox (Debian/Ubuntu: apt-get install -y bubblewrap)")
-        if isolation == "none" and not allow_unisolated:
-            raise SandboxUnavailable(
-                "no sandbox is available (neither bubblewrap nor unshare works here), and running "
-                "model-written code unisolated was not allowed; install bubblewrap "
-                "(apt-get install -y bubblewrap) or pass allow_unisolated=True / --allow-unisolated")
+        isolation = resolve_isolation(isolation, allow_unisolated, self.python)  # type: ignore[assignment]
         if isolation == "none":
             self.run_uid = None  # unisolated means as is: same uid, no process-count limit
         elif isolation == "unshare" and self.run_uid is not None:
@@ -176,9 +202,12 @@ class Sandbox:
     def run(self, argv: list[str], code_dir: str | None = None, env: dict[str, str] | None = None) -> ExecResult:
         """Run `argv` in the sandbox; `code_dir` is mounted read-only at /run/porchestra (bwrap)."""
         self._prepare_workspace()
-        cap: Capture = run_captured(self._argv(argv, code_dir), env={**self._env(), **(env or {})},
-                                    cwd=str(self.workspace),
-                                    wall_s=self.limits.wall_s, keep=self.limits.output_chars)
+        try:
+            cap: Capture = run_captured(self._argv(argv, code_dir), env={**self._env(), **(env or {})},
+                                        cwd=str(self.workspace), wall_s=self.limits.wall_s,
+                                        keep=self.limits.output_chars)
+        finally:
+            self._restore_workspace()
         return ExecResult(exit_code=cap.exit_code, stdout=cap.stdout, stderr=cap.stderr,
                           timed_out=cap.timed_out, truncated=cap.truncated, isolation=self.isolation,
                           stdout_len=cap.stdout_len, stderr_len=cap.stderr_len, duration_s=cap.duration_s)
@@ -260,17 +289,13 @@ class Sandbox:
 
     # ----------------------------------------------------------------- workspace ownership (root)
     def _prepare_workspace(self) -> None:
-        if self.run_uid is None:
-            return
-        uid = self.run_uid
-        for dirpath, dirnames, filenames in os.walk(self.workspace):
-            for name in [".", *dirnames, *filenames]:
-                p = os.path.join(dirpath, name)
-                try:
-                    if os.lstat(p).st_uid != uid:
-                        os.lchown(p, uid, uid)
-                except FileNotFoundError:
-                    pass
+        if self.run_uid is not None:
+            _chown_tree(self.workspace, self.run_uid, self.run_uid)
+
+    def _restore_workspace(self) -> None:
+        """Hand the tree back to its owner between runs, so host-side tools (git) see their own files."""
+        if self.run_uid is not None:
+            _chown_tree(self.workspace, *self._owner, only_from=self.run_uid)
 
     def _check_traversable(self) -> None:
         for parent in self.workspace.parents:
