@@ -27,10 +27,15 @@ class SWEBenchBenchmark(Benchmark):
     description = "SWE-bench Verified: resolve GitHub issues; graded with the swebench package"
 
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
-        return load(options)
+        return load(flat_options(options))
 
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
-        return SWEBenchEnv(options)
+        return SWEBenchEnv(flat_options(options))
+
+
+def flat_options(options: dict[str, Any]) -> dict[str, Any]:
+    """CLI options with config env_options merged over them."""
+    return {**options, **(options.get("env_options") or {})}
 
 
 __all__ = ["CommandResult", "DockerExecutor", "Executor", "ExecutorError", "LocalExecutor", "SWEBenchBenchmark",

@@ -1,0 +1,46 @@
+"""GAIA for porchestra: local-snapshot/hub loader, web and attachment tools, the official scorer.
+
+Options (``porchestra eval gaia`` flags and env_options):
+  snapshot    directory with metadata.jsonl + attachments (hub layout 2023/<split>/ accepted), or
+              ``fixtures`` for the project's GAIA-style questions
+  hf          download gaia-benchmark/GAIA (gated: HF_TOKEN) instead
+  split       validation (default) | test;  level: 1, 2, 3 or a list;  ids (list or file);  limit
+  search      duckduckgo (keyless, default) | searxng (keyless, settings url=...) | serper | tavily
+              (API keys from SERPER_API_KEY / TAVILY_API_KEY, or api_key_env=NAME in search_settings)
+  search_settings  dict passed to the backend;  max_page_chars
+  llm_fallback  off by default; when on, an LLM judge's verdict is reported in details["llm_fallback"]
+              and never changes `success`
+  isolation, allow_unisolated, limits  (the execute_python sandbox)
+  local_base_url  base URL that replaces {local_base_url} in the fixtures' gold actions
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import Environment, Task
+from ..benchmark import Benchmark, BenchmarkError
+from .env import GaiaEnv
+from .loader import load
+from .scorer import question_scorer
+
+
+def flat_options(options: dict[str, Any]) -> dict[str, Any]:
+    return {**options, **(options.get("env_options") or {})}
+
+
+class GaiaBenchmark(Benchmark):
+    name = "gaia"
+    description = "GAIA: general assistant questions with web search, attachments and code"
+
+    def load_tasks(self, options: dict[str, Any]) -> list[Task]:
+        return load(flat_options(options))
+
+    def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
+        try:
+            return GaiaEnv(flat_options(options))
+        except ValueError as e:
+            raise BenchmarkError(f"gaia search options: {e}") from None
+
+
+__all__ = ["GaiaBenchmark", "GaiaEnv", "flat_options", "question_scorer"]
