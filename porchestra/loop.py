@@ -48,11 +48,13 @@ class Runtime:
         self.memory: list[str] = []
         self.updates: list[str] = []
         self.ablate = frozenset(cfg.ablate)
-        self.tool_layer: Any = env  # fault injection wraps this (same `execute` signature)
+        self.tool_layer: Any = env  # fault injection wraps this (same `tools`/`execute` signatures)
+        self.policy_state: dict[str, Any] = {}  # per-task state of the control policy (plans, rounds)
+        self.pending: deque[Handoff] = deque()  # handoffs waiting for a decision, oldest first
 
     # --- views used by agents and templates ------------------------------------------------------
     def all_tools(self) -> list[Tool]:
-        return self.env.tools()
+        return self.tool_layer.tools()
 
     def tool_names(self) -> list[str]:
         return [t.name for t in self.all_tools()]
@@ -199,9 +201,10 @@ class Runtime:
 
     # --- running workers ---------------------------------------------------------------------------
     def run_workers(self, workers: list[Worker]) -> list[Handoff]:
-        if len(workers) == 1 or self.cfg.budgets.max_parallel == 1:
+        parallel = self.policy.parallelism(self)
+        if len(workers) == 1 or parallel == 1:
             return [self._run_until_handoff(w) for w in workers]
-        with ThreadPoolExecutor(max_workers=self.cfg.budgets.max_parallel) as pool:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
             return list(pool.map(self._run_until_handoff, workers))
 
     def _run_until_handoff(self, w: Worker) -> Handoff:
@@ -239,7 +242,7 @@ class Runtime:
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self) -> EndTask | None:
-        pending: deque[Handoff] = deque()
+        pending = self.pending
         while True:
             if self.env.is_stopped():
                 return None
@@ -255,7 +258,7 @@ class Runtime:
                 self.updates.append(f"New user message: {next_message}")
                 continue
             running = [w for w in self.workers.values() if w.status == "running"]
-            if running:
+            if running and not pending:  # answer every queued handoff first, then resume together
                 pending.extend(self.run_workers(running))
 
 

@@ -82,6 +82,9 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
             env.reset(task)
             gateway = Gateway(log, PriceTable(cfg.prices), thinking=env.thinking)
             rt = Runtime(task, env, cfg, policy, models, log, gateway)
+            if cfg.faults:  # configured faults wrap the tool layer first; wrap_runtime may add more
+                from .faults import install_faults
+                install_faults(rt, cfg.faults, cfg.seed)
             if wrap_runtime is not None:
                 wrap_runtime(rt)  # e.g. fault injection around rt.tool_layer
             end = rt.run()

@@ -66,6 +66,15 @@ def orchestrator_schema(allowed: list[str], tool_names: list[str], model_names: 
             props["model"] = {"enum": model_names}
         options.append(_obj({"action": {"const": "delegate_task"}, "reasoning": _STR,
                              "params": _obj(props, req)}, ["action", "reasoning", "params"]))
+    if "delegate_tasks" in allowed:
+        one = _obj({"task_instruction": _STR, "context": _STR, "tools": tools_arr,
+                    "step_budget": {"type": "integer", "minimum": 1, "maximum": 100}},
+                   ["task_instruction", "context", "tools"])
+        options.append(_obj({"action": {"const": "delegate_tasks"}, "reasoning": _STR,
+                             "params": _obj({"tasks": {"type": "array", "items": one, "minItems": 1}}, ["tasks"])},
+                            ["action", "reasoning", "params"]))
+    if "wait" in allowed:
+        options.append(_obj({"action": {"const": "wait"}, "reasoning": _STR}, ["action", "reasoning"]))
     if "revise_task" in allowed:
         props = {"task_scope": _scope(_SCOPE_OPS), "resource": _RESOURCE, "context": _STR, "tools": tools_arr,
                  "step_budget": {"type": "integer", "minimum": 0, "maximum": 100}, "instruction": _STR}

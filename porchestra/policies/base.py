@@ -9,6 +9,7 @@ Hooks, all optional:
 - `after_step(rt, worker, record)`: return (kind, detail) — kind "poll" or "trigger" — to hand
   control back to the orchestrator after a worker tool step (polling, triggers); None to go on.
 - `keeps_worker(handoff)`: whether a worker stays live (revisable) after handing off.
+- `parallelism(rt)`: how many live workers run at once (default: cfg.budgets.max_parallel).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class ControlPolicy:
         if not self.can_revise:
             return False
         return not (handoff.kind == "error" or (handoff.report is not None and handoff.report.type == "stop"))
+
+    def parallelism(self, rt: "Runtime") -> int:
+        return rt.cfg.budgets.max_parallel
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "comm_actions": sorted(self.comm_actions), "can_revise": self.can_revise}

@@ -1,0 +1,36 @@
+"""`proactive-concurrent[:N]`: the proactive protocol with independent subtasks running at once.
+
+The orchestrator may start several workers with `delegate_tasks`; up to N (default: the configured
+`max_parallel`, at least 2) run concurrently and each may send finish / revise / stop. Their reports
+are queued and the orchestrator answers them one at a time, each decision seeing the runtime as it is
+then (the handoff names the worker; a revision applies to that worker only); answered workers resume
+together.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..protocol import Handoff
+from .base import ControlPolicy
+
+if TYPE_CHECKING:
+    from ..loop import Runtime
+
+
+class ConcurrentProactivePolicy(ControlPolicy):
+    name = "proactive-concurrent"
+
+    def __init__(self, parallel: str | int = 0):
+        self.parallel = int(parallel)
+        if self.parallel < 0:
+            raise ValueError("parallel workers must be a positive number")
+
+    def parallelism(self, rt: "Runtime") -> int:
+        return self.parallel or max(rt.cfg.budgets.max_parallel, 2)
+
+    def orchestrator_actions(self, rt: "Runtime", handoff: Handoff | None) -> list[str]:
+        actions = super().orchestrator_actions(rt, handoff)
+        others = [w for w in rt.workers.values() if w.status == "running"]
+        wait = ["wait"] if rt.pending or others else []  # other workers' reports are still to come
+        return actions[:1] + ["delegate_tasks"] + wait + actions[1:]
