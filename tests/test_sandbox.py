@@ -269,6 +269,22 @@ def test_infinite_loop_is_killed_at_the_wall_time(ws, level):
 
 
 @needs_sandbox
+@each_level
+def test_code_that_clears_its_parent_death_signal_is_still_killed(ws, level):
+    marker = f"{700 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6}"
+    code = f"""
+import ctypes, subprocess
+ctypes.CDLL(None).prctl(1, 0)  # PR_SET_PDEATHSIG: none
+subprocess.Popen(['sleep', '{marker}'])
+while True:
+    pass
+"""
+    r = box(ws, level, wall_s=2).run_python(code)
+    assert r.timed_out
+    assert _procs_with(f"sleep {marker}") == [] and _procs_with(marker) == []
+
+
+@needs_sandbox
 def test_cpu_time_limit(ws):
     r = box(ws, cpu_s=1, wall_s=20).run_python("while True: pass")
     assert not r.timed_out and r.exit_code not in (0, None)  # SIGXCPU/SIGKILL from RLIMIT_CPU

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 # Runs inside the sandbox (python -I -S, no site imports) right before the command: drops to the
 # sandbox uid when started as root, sets the resource limits, then execs. Limits are set here rather
@@ -24,11 +25,20 @@ def lim(k, soft, hard=None):
 try:
     if uid >= 0:
         os.setgroups([]); os.setgid(uid); os.setuid(uid)
+        try:  # a uid change clears the parent-death signal (unshare --kill-child): set it again
+            import ctypes
+            ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+        except Exception:
+            pass
     if nproc > 0: lim(r.RLIMIT_NPROC, nproc)
     if as_b > 0: lim(r.RLIMIT_AS, as_b)
     if fsize > 0: lim(r.RLIMIT_FSIZE, fsize)
     if cpu > 0: lim(r.RLIMIT_CPU, cpu, cpu + 1)  # SIGXCPU at the soft limit, SIGKILL at the hard one
     r.setrlimit(r.RLIMIT_CORE, (0, 0))
+    try:
+        os.setsid()  # kill(0) from the code must not reach the wrapper (bwrap --new-session did it)
+    except OSError:
+        pass
     os.execvp(sys.argv[6], sys.argv[6:])
 except OSError as e:
     sys.stderr.write("sandbox launcher: %s\\n" % e)
@@ -96,7 +106,34 @@ def _exited(pid: int) -> bool:
         return True
 
 
+def _wait_group_gone(pgid: int, limit_s: float = 2.0) -> None:
+    """SIGKILL is asynchronous: wait (bounded) until no member of the group is left, so that a caller
+    never sees a leftover that is merely still dying. A namespace's members are reaped with its init."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
 def _kill_group(pid: int) -> None:
+    """SIGKILL the session we started, and first the direct children of its leader: unshare's child is
+    the init of the PID namespace (killing it takes the namespace down) but lives in its own session,
+    and the code running as that init could have cleared its parent-death signal."""
+    for child in _children(pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -150,6 +187,7 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: floa
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # pragma: no cover - the kernel reaps SIGKILLed children
                 pass
+            _wait_group_gone(proc.pid)
             proc.stdout.close()
             proc.stderr.close()
     out, err = streams.values()
