@@ -123,6 +123,11 @@ def test_runs_in_workspace_and_writes_there(ws, level):
     assert r.exit_code == 0, r.stderr
     assert r.stdout.splitlines() == [str(ws.resolve()), "from host"]
     assert (ws / "out.txt").read_text() == "from box"
+    if level == "bwrap":  # no capabilities left, and no way to gain any
+        status = sb.run_python("print(open('/proc/self/status').read())").stdout
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        assert int(fields["CapEff"], 16) == 0 and int(fields["CapPrm"], 16) == 0
+        assert fields["NoNewPrivs"].strip() == "1"
     s = sb.run_shell("echo $HOME; ls; exit 3")
     assert s.exit_code == 3 and "in.txt" in s.stdout and "out.txt" in s.stdout
 
@@ -249,6 +254,21 @@ def test_shell_fork_bomb_is_contained(ws):
     assert r.timed_out or "survived" in r.stdout
     assert "Resource temporarily unavailable" in r.stderr or r.timed_out
     assert subprocess.run(["true"]).returncode == 0
+
+
+@needs_sandbox
+def test_concurrent_runs_share_the_workspace(ws):
+    sb = box(ws)
+    results = []
+    # runs 1 and 2 write after run 0 has returned: the workspace must still be theirs
+    threads = [threading.Thread(target=lambda i=i: results.append(
+        sb.run_shell(f"sleep {0.8 if i else 0}; echo {i} > f{i}.txt; cat f{i}.txt"))) for i in (1, 2, 0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r.stdout.strip() for r in results) == ["0", "1", "2"], [r.stderr for r in results]
+    assert {p.stat().st_uid for p in ws.iterdir()} == {os.getuid()}
 
 
 @needs_sandbox

@@ -82,9 +82,9 @@ class GeneralEnv(Environment):
     @staticmethod
     def _execute_python_tool(sandbox: Sandbox) -> Tool:
         def execute_python(code: str) -> ToolResult:
-            """Run a Python script in the workspace directory (sandboxed: no network, no files outside
-            the workspace, time and memory limits). Print what you want to see; stdout and stderr are
-            returned, long output is cut."""
+            """Run a Python script with the workspace as working directory, in a sandbox (no network;
+            time, memory and output limits). Print what you need to see: stdout and stderr are returned,
+            long output is cut. Files written to the workspace persist between calls."""
             result = sandbox.run_python(code)
             text = result.render()
             ok = result.exit_code == 0 and not result.timed_out

@@ -26,6 +26,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +37,15 @@ from ._sandbox_proc import Capture, launcher_argv, run_captured
 
 Isolation = Literal["auto", "bwrap", "unshare", "none"]
 LEVELS = ("bwrap", "unshare", "none")
+
+
+ISOLATION_NOTES = {
+    "bwrap": "bubblewrap: no network, own PID namespace, only the workspace (read-write) and system "
+             "directories (read-only) are visible",
+    "unshare": "unshare: no network, own PID namespace; the rest of the file system is visible as file "
+               "permissions allow (install bubblewrap to hide it)",
+    "none": "NOT ISOLATED: model-written code runs as this user with only time, memory and output limits",
+}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -172,6 +182,8 @@ class Sandbox:
         self.run_uid: int | None = random.randrange(1_500_000_000, 2_000_000_000) if _is_root() else None
         st = self.workspace.stat()
         self._owner = (st.st_uid, st.st_gid)
+        self._lock = threading.Lock()
+        self._active = 0
         if _probe:
             self.isolation = isolation
             return
@@ -273,7 +285,7 @@ class Sandbox:
         roots = {str(exe.parent.parent)} | {str(exe.resolve().parent.parent)}
         if self.python == sys.executable:
             roots |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-        keep = sorted(r for r in roots if not r.startswith("/usr") and r != "/")
+        keep = sorted(r for r in roots if not r.startswith("/usr/") and r not in ("/", "/usr") and os.path.isdir(r))
         # a prefix nested in another is already visible
         return [r for r in keep if not any(r != o and r.startswith(o + "/") for o in keep)]
 
@@ -284,18 +296,25 @@ class Sandbox:
         bin_dir = str(Path(self.python).parent)
         env.update(HOME=str(self.workspace), TMPDIR="/tmp", PATH=f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
                    PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8",
-                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                   # caches and configs of libraries go to /tmp, not into the workspace (HOME)
+                   XDG_CACHE_HOME="/tmp/.cache", XDG_CONFIG_HOME="/tmp/.config", MPLCONFIGDIR="/tmp/.matplotlib")
         return env
 
     # ----------------------------------------------------------------- workspace ownership (root)
     def _prepare_workspace(self) -> None:
-        if self.run_uid is not None:
-            _chown_tree(self.workspace, self.run_uid, self.run_uid)
+        with self._lock:
+            self._active += 1
+            if self.run_uid is not None and self._active == 1:
+                _chown_tree(self.workspace, self.run_uid, self.run_uid)
 
     def _restore_workspace(self) -> None:
-        """Hand the tree back to its owner between runs, so host-side tools (git) see their own files."""
-        if self.run_uid is not None:
-            _chown_tree(self.workspace, *self._owner, only_from=self.run_uid)
+        """Hand the tree back to its owner between runs, so host-side tools (git) see their own files.
+        Concurrent runs (parallel workers) share one hand-over: the last one out restores."""
+        with self._lock:
+            self._active -= 1
+            if self.run_uid is not None and self._active == 0:
+                _chown_tree(self.workspace, *self._owner, only_from=self.run_uid)
 
     def _check_traversable(self) -> None:
         for parent in self.workspace.parents:
