@@ -12,7 +12,9 @@ Limits: wall time is enforced by the parent (the whole namespace is killed); mem
 time, file size and process count (RLIMIT_NPROC) are set by a tiny launcher inside the sandbox just
 before it execs the command. The kernel ignores RLIMIT_NPROC for root, so when the parent runs as
 root the launcher first drops to a random unprivileged uid private to this Sandbox (processes are
-counted per uid, so concurrent sandboxes do not share the budget) and the workspace is chowned to it.
+counted per uid, so concurrent sandboxes do not share the budget); the workspace is handed to that uid
+for the duration of a run and back to its owner afterwards. Not root, bwrap/unshare put the code in a
+user namespace of its own, where the kernel (>= 5.14) counts RLIMIT_NPROC per namespace.
 When the command returns, its PID namespace is torn down: no background process survives.
 """
 
@@ -57,7 +59,7 @@ class Limits(BaseModel):
     memory_mb: int = 1024  # address space (RLIMIT_AS)
     output_chars: int = 20000  # per stream; head and tail are kept
     max_procs: int = 64  # processes + threads of the sandbox uid (RLIMIT_NPROC)
-    cpu_s: int | None = None  # RLIMIT_CPU; None: ceil(wall_s) + 1
+    cpu_s: int | None = None  # RLIMIT_CPU; None: int(wall_s) + 2 (wall time is the binding limit)
     file_mb: int = 512  # largest file the code may write (RLIMIT_FSIZE)
     tmp_mb: int = 64  # size of the private /tmp (bwrap)
 
