@@ -1,0 +1,183 @@
+"""Gaia2Benchmark: GAIA2-format scenarios → tasks → Gaia2Env.
+
+Options (from `porchestra eval` flags and env_options):
+    scenarios  "fixtures" (default: the project's own scenarios) | "tutorials" (ARE's bundled offline
+               ones) | a directory of GAIA2 scenario JSON files | a .json / .jsonl file (ExportedTrace
+               objects or hub rows {id, scenario_id, split, data})
+    hf         load the hub dataset (`hf_dataset`, config = `subset`, default "mini"; split default
+               "validation"); needs a reachable hub
+    category   keep one GAIA2 category (execution, search, adaptability, time, ambiguity)
+    ids, limit select tasks
+    judge      scripted (default, no LLM) | llm (needs judge_model) | none
+    judge_model, think_time_s   see Gaia2Env
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..base import Environment, Task
+from ..benchmark import Benchmark, BenchmarkError
+from .client import AREError, list_tutorials
+from .env import Gaia2Env
+from .venv import AREInstallError, ensure_are_python
+
+FIXTURES = Path(__file__).with_name("fixtures")
+HF_DATASET = "meta-agents-research-environments/gaia2"
+CATEGORIES = ("execution", "search", "adaptability", "time", "ambiguity")
+
+
+def _category(tags: Iterable[str], fallback: str | None = None) -> str | None:
+    for t in tags or ():
+        if str(t).lower() in CATEGORIES:
+            return str(t).lower()
+    return fallback.lower() if fallback and fallback.lower() in CATEGORIES else None
+
+
+def _first_user_message(trace: dict[str, Any]) -> str:
+    for ev in trace.get("events", []):
+        action = ev.get("action") or {}
+        if action.get("function") == "send_message_to_agent":
+            for arg in action.get("args") or []:
+                if arg.get("name") == "content":
+                    return str(arg.get("value") or "")
+    return ""
+
+
+def task_from_trace(text: str, origin: str, fallback_category: str | None = None) -> Task:
+    """A Task from one GAIA2 scenario (ExportedTrace JSON text)."""
+    try:
+        trace = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BenchmarkError(f"{origin}: not valid JSON: {e}") from None
+    if not isinstance(trace, dict) or "events" not in trace or "metadata" not in trace:
+        raise BenchmarkError(f"{origin}: not a GAIA2 scenario (needs 'metadata' and 'events')")
+    definition = (trace.get("metadata") or {}).get("definition") or {}
+    sid = definition.get("scenario_id") or Path(origin).stem
+    tags = definition.get("tags") or []
+    return Task(id=str(sid), instruction=_first_user_message(trace),
+                category=_category(tags, fallback_category),
+                metadata={"origin": origin, "tags": tags},
+                payload={"source": {"scenario": text}})
+
+
+def _rows_from_jsonl(path: Path) -> list[Task]:
+    tasks = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        origin = f"{path}:{n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BenchmarkError(f"{origin}: not valid JSON: {e}") from None
+        if isinstance(row, dict) and "data" in row:  # a hub row
+            data = row["data"]
+            text = data if isinstance(data, str) else json.dumps(data)
+            task = task_from_trace(text, origin, row.get("config") or row.get("category"))
+            if row.get("scenario_id"):
+                task.id = str(row["scenario_id"])
+            tasks.append(task)
+        else:
+            tasks.append(task_from_trace(line, origin))
+    return tasks
+
+
+def load_scenario_path(path: Path) -> list[Task]:
+    if not path.exists():
+        raise BenchmarkError(f"scenarios: {path} does not exist")
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl"))
+        if not files:
+            raise BenchmarkError(f"scenarios: no .json/.jsonl files under {path}")
+        return [t for f in files for t in load_scenario_path(f)]
+    if path.suffix == ".jsonl":
+        return _rows_from_jsonl(path)
+    return [task_from_trace(path.read_text(encoding="utf-8"), str(path))]
+
+
+_HF_SCRIPT = """
+import json, sys
+from datasets import load_dataset
+name, config, split, out = sys.argv[1:5]
+ds = load_dataset(name, name=config, split=split)
+with open(out, "w") as f:
+    for row in ds:
+        f.write(json.dumps({"scenario_id": row.get("scenario_id"), "data": row["data"],
+                            "config": config}) + "\\n")
+"""
+
+
+def load_hub(dataset: str, config: str, split: str) -> list[Task]:
+    """The hub dataset through ARE's venv (it has `datasets`); a clear error when offline."""
+    py = ensure_are_python()
+    with tempfile.TemporaryDirectory(prefix="porchestra-gaia2-hf-") as tmp:
+        out = Path(tmp) / "rows.jsonl"
+        proc = subprocess.run([str(py), "-c", _HF_SCRIPT, dataset, config, split, str(out)],
+                              capture_output=True, text=True, cwd=tmp)
+        if proc.returncode != 0:
+            raise BenchmarkError(f"hf: could not load {dataset} (config {config!r}, split {split!r}); "
+                                 f"is the hub reachable? Use a local copy with scenarios=DIR. "
+                                 f"{proc.stderr.strip()[-600:]}")
+        return _rows_from_jsonl(out)
+
+
+class Gaia2Benchmark(Benchmark):
+    name = "gaia2"
+    description = "GAIA2 on Meta's Agents Research Environments (ARE), in its own managed venv"
+
+    def setup(self, options: dict[str, Any]) -> None:
+        try:
+            ensure_are_python()
+        except AREInstallError as e:
+            raise BenchmarkError(f"cannot prepare ARE's environment: {e}") from None
+
+    def load_tasks(self, options: dict[str, Any]) -> list[Task]:
+        source = options.get("scenarios") or "fixtures"
+        if options.get("hf"):
+            tasks = load_hub(options.get("hf_dataset") or HF_DATASET, options.get("subset") or "mini",
+                             options.get("split") or "validation")
+        elif source == "fixtures":
+            tasks = load_scenario_path(FIXTURES)
+        elif source == "tutorials":
+            try:
+                rows = list_tutorials()
+            except (AREError, AREInstallError) as e:
+                raise BenchmarkError(f"scenarios=tutorials: {e}") from None
+            tasks = [Task(id=r["name"], instruction=r["instruction"], category=_category(r["tags"]),
+                          metadata={"origin": "are-tutorial", "tags": r["tags"]},
+                          payload={"source": {"tutorial": r["name"]}}) for r in rows]
+        else:
+            tasks = load_scenario_path(Path(source).expanduser())
+        if options.get("category"):
+            cat = str(options["category"]).lower()
+            tasks = [t for t in tasks if t.category == cat]
+        ids = options.get("ids")
+        if ids:
+            wanted = _read_ids(ids)
+            tasks = [t for t in tasks if t.id in wanted]
+        if options.get("limit"):
+            tasks = tasks[: int(options["limit"])]
+        return tasks
+
+    def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
+        judge = options.get("judge") or ("llm" if options.get("judge_model") else "scripted")
+        think = options.get("think_time_s")
+        return Gaia2Env(judge=judge, think_time_s=float(think) if think is not None else None,
+                        judge_model=options.get("judge_model"))
+
+
+def _read_ids(ids: Any) -> set[str]:
+    if isinstance(ids, (list, tuple, set)):
+        return {str(i) for i in ids}
+    p = Path(str(ids))
+    if p.exists():
+        text = p.read_text(encoding="utf-8").strip()
+        if text.startswith("["):
+            return {str(i) for i in json.loads(text)}
+        return {line.strip() for line in text.splitlines() if line.strip()}
+    return {s.strip() for s in str(ids).split(",") if s.strip()}
