@@ -76,7 +76,7 @@ def test_unrecovered_episode_is_censored(tmp_path, cfg, ledger_task):
     assert r.success is False and not o.recovered and o.intervention_step is None
     assert o.time == o.last_step - o.failure_step == 4  # failure at 2, last step 6 (complete)
     s = recovery_summary(load_run(tmp_path))
-    assert s["recovery_rate"] == 0.0 and s["km_curve"] == [[0.0, 0.0]]
+    assert s["recovery_rate"] == 0.0 and s["km_curve"] == [[0.0, 0.0], [4.0, 0.0]]
 
 
 def test_kaplan_meier_with_censoring():

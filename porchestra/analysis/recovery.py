@@ -138,6 +138,9 @@ def recovery_summary(faulted: list[Episode], clean: list[Episode] | None = None)
         outcomes = [o for o in outcomes if o.task_id in solved]
     recovered = [o for o in outcomes if o.recovered]
     curve = kaplan_meier([o.time for o in outcomes], [o.recovered for o in outcomes])
+    horizon = max((o.time for o in outcomes), default=0)
+    if horizon > curve[-1][0]:  # carry the curve to the end of follow-up
+        curve.append((float(horizon), curve[-1][1]))
     return {
         "episodes": len(faulted),
         "hit": sum(1 for ep in faulted if fault_outcome(ep) is not None),
