@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def _swebench_module(name: str) -> Any:
         raise GradingUnavailable(f"swebench grading cannot be imported: {e}") from None
 
 
-def test_files(test_patch: str) -> list[str]:
+def split_test_files(test_patch: str) -> list[str]:
     """Files a test patch touches (the official harness runs exactly these)."""
     files = []
     for line in test_patch.splitlines():
@@ -59,6 +60,11 @@ def test_files(test_patch: str) -> list[str]:
             if b not in files:
                 files.append(b)
     return files
+
+
+def modified_files(patch: str) -> list[str]:
+    """Files that exist before `patch` and that it changes (`--- a/<path>` lines)."""
+    return list(dict.fromkeys(re.findall(r"^--- a/(.+)$", patch, re.M)))
 
 
 def framed_log(output: str, exit_code: int | None) -> str:
@@ -96,7 +102,7 @@ def eval_report(instance: dict[str, Any], patch: str | None, log_text: str) -> d
 
 
 def default_test_command(instance: dict[str, Any]) -> str:
-    files = " ".join(shlex.quote(f) for f in test_files(instance.get("test_patch", "")))
+    files = " ".join(shlex.quote(f) for f in split_test_files(instance.get("test_patch", "")))
     return f"python -m pytest -rA -p no:cacheprovider {files}".strip()
 
 
@@ -117,9 +123,15 @@ def grade_local(instance: dict[str, Any], patch: str, make_executor: Callable[[]
         if applied.exit_code != 0:
             report = eval_report(instance, patch, ">>>>> Patch Apply Failed\n" + applied.output)
             return {**report, "stage": "apply_model_patch", "log": applied.output[-4000:]}
+        # As the official eval script does: test files the test patch modifies are reset to the base
+        # commit first, so edits of the agent to those files cannot block or rig the tests.
+        modified = modified_files(instance.get("test_patch", ""))
+        if modified and executor.base_commit:
+            executor.run(f"git checkout {executor.base_commit} -- " + " ".join(shlex.quote(f) for f in modified), 120)
         tests = _apply(executor, instance.get("test_patch", ""), "test")
         if tests.exit_code != 0:
-            raise RuntimeError(f"the instance's test patch does not apply: {tests.output[-500:]}")
+            report = eval_report(instance, patch, ">>>>> Patch Apply Failed\n" + tests.output)
+            return {**report, "stage": "apply_test_patch", "log": tests.output[-4000:]}
         command = instance.get("test_cmd") or default_test_command(instance)
         res = executor.run(command, timeout)
         log = framed_log(res.output, res.exit_code)
@@ -166,4 +178,4 @@ def _runner_in(cwd: Path) -> Runner:
 
 
 __all__ = ["GradingUnavailable", "default_test_command", "eval_report", "framed_log", "grade_local",
-           "grade_official", "official_command", "subprocess_runner", "test_files"]
+           "grade_official", "official_command", "subprocess_runner", "split_test_files"]
