@@ -135,6 +135,13 @@ def test_symlink_made_inside_the_sandbox_cannot_leak_host_files(env):
     assert "outside the workspace" in tools(env)["read_file"].run({"path": "pw"}).error
 
 
+def test_special_files_are_refused(env):
+    os.mkfifo(env.workspace / "pipe")  # code in the sandbox could plant one; reading it would hang
+    t = tools(env)
+    assert "not a regular file" in t["read_file"].run({"path": "pipe"}).error
+    assert "not a regular file" in t["write_file"].run({"path": "pipe", "content": "x"}).error
+
+
 @needs_sandbox
 def test_execute_python_results(env):
     t = tools(env)

@@ -108,6 +108,8 @@ def test_refuses_to_run_unisolated_unless_allowed(ws, monkeypatch):
 
 def test_bad_arguments(ws):
     with pytest.raises(ValueError):
+        Limits(wall_s=0)
+    with pytest.raises(ValueError):
         Sandbox(ws, isolation="docker")  # type: ignore[arg-type]
     with pytest.raises(SandboxUnavailable, match="not a directory"):
         Sandbox(ws / "missing")

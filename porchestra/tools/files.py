@@ -63,6 +63,8 @@ def make_file_tools(workspace: Path, *, max_read_chars: int = 20000) -> list[Too
             raise ToolError(f"no such file: {path!r}")
         if p.is_dir():
             raise ToolError(f"{path!r} is a directory; use list_files")
+        if not p.is_file():  # a FIFO planted by code in the sandbox would block the reader forever
+            raise ToolError(f"{path!r} is not a regular file")
         size = p.stat().st_size
         if size > MAX_READ_BYTES:
             raise ToolError(f"{path!r} has {size} bytes (limit {MAX_READ_BYTES}); read parts of it with execute_python")
@@ -87,6 +89,8 @@ def make_file_tools(workspace: Path, *, max_read_chars: int = 20000) -> list[Too
         p = resolve_in_workspace(root, path)
         if p == root or p.is_dir():
             raise ToolError(f"{path!r} is a directory")
+        if p.exists() and not p.is_file():
+            raise ToolError(f"{path!r} exists and is not a regular file")
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(content, encoding="utf-8")
         return f"wrote {len(content.encode('utf-8'))} bytes to {_rel(root, p)}"

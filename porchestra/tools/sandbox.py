@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..secrets import scrubbed_environ
 from ._sandbox_proc import Capture, launcher_argv, run_captured
@@ -55,13 +55,13 @@ class SandboxUnavailable(RuntimeError):
 
 
 class Limits(BaseModel):
-    wall_s: float = 30.0
-    memory_mb: int = 1024  # address space (RLIMIT_AS)
-    output_chars: int = 20000  # per stream; head and tail are kept
-    max_procs: int = 64  # processes + threads of the sandbox uid (RLIMIT_NPROC)
-    cpu_s: int | None = None  # RLIMIT_CPU; None: int(wall_s) + 2 (wall time is the binding limit)
-    file_mb: int = 512  # largest file the code may write (RLIMIT_FSIZE)
-    tmp_mb: int = 64  # size of the private /tmp (bwrap)
+    wall_s: float = Field(30.0, gt=0)
+    memory_mb: int = Field(1024, ge=64)  # address space (RLIMIT_AS)
+    output_chars: int = Field(20000, ge=100)  # per stream; head and tail are kept
+    max_procs: int = Field(64, ge=4)  # processes + threads of the sandbox uid (RLIMIT_NPROC)
+    cpu_s: int | None = Field(None, ge=1)  # RLIMIT_CPU; None: int(wall_s) + 2 (wall time binds first)
+    file_mb: int = Field(512, ge=1)  # largest file the code may write (RLIMIT_FSIZE)
+    tmp_mb: int = Field(64, ge=1)  # size of the private /tmp (bwrap)
 
 
 class ExecResult(BaseModel):
