@@ -167,11 +167,12 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: floa
                     _kill_group(proc.pid)  # leftovers of an unisolated run
                 if exited_at is not None and now > exited_at + grace_s:
                     break  # something outside our reach still holds the pipe
-                if now >= deadline and not timed_out:
+                if now >= deadline and exited_at is None:
                     timed_out = True
                     _kill_group(proc.pid)
                     exited_at = now  # drain what is left for at most grace_s
-                wait = min(0.25, max(0.0, (exited_at + grace_s if exited_at else deadline) - now))
+                until = deadline if exited_at is None else exited_at + grace_s
+                wait = min(0.25, max(0.0, until - now))
                 for key, _ in sel.select(timeout=wait):
                     try:
                         data = os.read(key.fd, 1 << 16)
