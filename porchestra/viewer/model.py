@@ -1,0 +1,117 @@
+"""Event log → view entries: one entry per event worth showing, with a title and typed details.
+The template renders these; nothing here knows about HTML."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..parsing import FormatError, extract_action_object
+
+PREVIEW = 3000  # characters of long texts shown inline (the rest stays in the log)
+
+
+def _cut(text: Any, n: int = PREVIEW) -> str:
+    text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, indent=1)
+    return text if len(text) <= n else text[:n] + f"\n… ({len(text) - n} more characters)"
+
+
+def _decision(response: str | None) -> dict[str, Any]:
+    try:
+        obj = extract_action_object(response or "")
+    except FormatError:
+        return {"action": None, "reasoning": "", "params": None}
+    return {"action": obj.get("action"), "reasoning": obj.get("reasoning") or "", "params": obj.get("params"),
+            "memory": obj.get("memory") or ""}
+
+
+def _harness_diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[str, str]]:
+    before = before or {}
+    return [{"field": k, "before": _cut(before.get(k, "")), "after": _cut(after.get(k))}
+            for k in after if before.get(k) != after.get(k)]
+
+
+def entry(i: int, e: dict[str, Any]) -> dict[str, Any] | None:
+    kind, agent = e["event"], e.get("agent_id", "")
+    base = {"i": i, "step": e.get("step", 0), "agent": agent, "kind": kind, "ts": e.get("ts", "")}
+    if kind == "task_start":
+        cfg = e.get("config") or {}
+        return {**base, "title": f"task {e.get('task_id')}", "text": (e.get("task") or {}).get("instruction", ""),
+                "fields": {"mode": cfg.get("mode"), "orchestrator": cfg.get("orchestrator_model"),
+                           "worker": cfg.get("worker_model"), "ablate": ", ".join(cfg.get("ablate") or []) or None,
+                           "faults": json.dumps(cfg.get("faults")) if cfg.get("faults") else None}}
+    if kind == "llm_call":
+        d = _decision(e.get("response"))
+        usage = e.get("usage") or {}
+        cost = e.get("cost_usd")
+        meta = f"{usage.get('input', 0)} in / {usage.get('output', 0)} out" + (f", ${cost:.5f}" if cost else "")
+        if e.get("role") == "orchestrator":
+            return {**base, "kind": "decision", "title": f"orchestrator: {d['action'] or 'unparsed reply'}",
+                    "reasoning": d["reasoning"], "params": _cut(d["params"]) if d["params"] else _cut(e.get("response")),
+                    "meta": f"{e.get('component', '')} · {meta}", "error": e.get("error")}
+        return {**base, "kind": "thought", "title": f"{agent}: {d['action'] or 'unparsed reply'}",
+                "reasoning": d.get("memory", ""), "meta": f"{e.get('role')} · {meta}", "error": e.get("error"),
+                "params": None}
+    if kind == "delegate":
+        h = e.get("harness") or {}
+        return {**base, "title": f"delegate → {agent}", "reasoning": e.get("reasoning", ""),
+                "fields": {"subgoal": h.get("subgoal"), "tools": ", ".join(h.get("tools") or []),
+                           "step budget": h.get("step_budget"), "model": e.get("model_name"),
+                           "context": _cut(h.get("context") or "") or None}}
+    if kind == "tool_call":
+        out = e.get("output") or {}
+        return {**base, "title": f"{agent} · {e.get('tool')}", "ok": bool(e.get("ok")),
+                "args": _cut(e.get("args") or {}), "text": _cut(out.get("text", "") if e.get("ok") else e.get("error"))}
+    if kind == "report":
+        scope, res = e.get("task_scope") or {}, e.get("resource") or {}
+        ev = e.get("evidence") or {}
+        return {**base, "title": f"{agent} reports: {e.get('type')}",
+                "fields": {"state": e.get("state") or None, "request": e.get("request") or None,
+                           "reason": e.get("reason") or None,
+                           "task scope": f"{scope.get('operation')} {scope.get('object', '')} {scope.get('details', '')}".strip(),
+                           "resource": f"{res.get('operation')} {res.get('object')} {res.get('details', '')}".strip(),
+                           "evidence": _cut(ev.get("summary", "")) or None,
+                           "evidence.raw": _cut(ev.get("raw")) if ev.get("raw") else None}}
+    if kind == "revise":
+        return {**base, "title": f"revise {agent}", "reasoning": (e.get("revision") or {}).get("reasoning", ""),
+                "diff": _harness_diff(e.get("harness_before"), e.get("harness") or {}),
+                "ignored": ", ".join(e.get("ignored") or [])}
+    if kind == "fault":
+        return {**base, "title": f"fault {e.get('fault_id')} ({e.get('phase', '')}): {e.get('type')} {e.get('target')}",
+                "text": e.get("error") or f"trigger {e.get('trigger')}"}
+    if kind in ("terminate", "format_error", "notification", "plan", "complete"):
+        text = {"terminate": e.get("reason"), "format_error": e.get("error"), "notification": e.get("text"),
+                "plan": _cut(e.get("subtasks")),
+                "complete": e.get("answer") or e.get("message") or e.get("submission")}[kind]
+        return {**base, "title": f"{kind} {agent}" if kind != "complete" else f"{e.get('action', 'complete')}",
+                "text": _cut(text or "")}
+    if kind == "task_end":
+        return {**base, "title": f"task end: success={e.get('success')}", "text": e.get("reason", ""),
+                "fields": {"score": e.get("score"), "check": e.get("check")}}
+    return {**base, "title": kind, "text": _cut({k: v for k, v in e.items() if k not in base})}
+
+
+def agent_costs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if e["event"] != "llm_call":
+            continue
+        r = rows.setdefault(e.get("agent_id", "?"), {"agent": e.get("agent_id", "?"), "calls": 0, "input": 0,
+                                                      "output": 0, "cost": 0.0})
+        u = e.get("usage") or {}
+        r["calls"] += 1
+        r["input"] += int(u.get("input") or 0)
+        r["output"] += int(u.get("output") or 0)
+        r["cost"] = None if r["cost"] is None or e.get("cost_usd") is None else r["cost"] + e["cost_usd"]
+    return list(rows.values())
+
+
+def episode_view(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    entries = [x for x in (entry(i, e) for i, e in enumerate(events)) if x is not None]
+    end = next((e for e in reversed(events) if e["event"] == "task_end"), None)
+    final = next((e for e in reversed(events) if e["event"] == "complete"), None)
+    agents = sorted({x["agent"] for x in entries}, key=lambda a: (a != "orchestrator", len(a), a))
+    return {"name": name, "task_id": events[0].get("task_id") if events else name, "entries": entries,
+            "agents": agents, "costs": agent_costs(events), "end": end,
+            "answer": final and (final.get("answer") or final.get("message") or final.get("submission")),
+            "totals": (end or {}).get("totals") or {}}
