@@ -15,7 +15,7 @@ import pytest
 from porchestra.envs.base import Task
 from porchestra.envs.benchmark import BenchmarkError, load_benchmark
 from porchestra.envs.general import GeneralBenchmark, GeneralEnv, normalize_answer
-from porchestra.protocol import EndTask, ToolCall
+from porchestra.protocol import EndTask
 from porchestra.tools.sandbox import Limits, SandboxUnavailable, available_isolation
 
 needs_sandbox = pytest.mark.skipif(available_isolation(sys.executable)[0] == "none",

@@ -121,7 +121,8 @@ def test_bad_arguments(ws):
 def test_runs_in_workspace_and_writes_there(ws, level):
     (ws / "in.txt").write_text("from host")
     sb = box(ws, level)
-    r = sb.run_python("import os\nprint(os.getcwd())\nprint(open('in.txt').read())\nopen('out.txt','w').write('from box')")
+    r = sb.run_python("import os\nprint(os.getcwd())\nprint(open('in.txt').read())\n"
+                      "open('out.txt', 'w').write('from box')")
     assert r.exit_code == 0, r.stderr
     assert r.stdout.splitlines() == [str(ws.resolve()), "from host"]
     assert (ws / "out.txt").read_text() == "from box"

@@ -148,7 +148,6 @@ class GeneralBenchmark(Benchmark):
         return tasks[: int(limit)] if limit else tasks
 
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
-        env_opts = options.get("env_options") or {}
-        return GeneralEnv(isolation=env_opts.get("isolation", options.get("isolation", "auto")),
-                          allow_unisolated=bool(env_opts.get("allow_unisolated", options.get("allow_unisolated", False))),
-                          limits=env_opts.get("limits"))
+        opts = {**options, **(options.get("env_options") or {})}
+        return GeneralEnv(isolation=opts.get("isolation", "auto"), allow_unisolated=bool(opts.get("allow_unisolated")),
+                          limits=opts.get("limits"))
