@@ -96,3 +96,19 @@ def test_patch_helpers():
     assert "".join(split_patch(patch)) == patch
     assert modified_files(patch) == ["p/a.py"]
     assert split_test_files(patch) == ["p/a.py", "t/new.py"]
+
+
+def test_docker_executor_is_refused_without_a_daemon(tmp_path):
+    from porchestra.envs.benchmark import BenchmarkError
+    from porchestra.envs.swebench import SWEBenchBenchmark
+    from porchestra.envs.swebench.executor import docker_available
+
+    if docker_available():
+        pytest.skip("a Docker daemon is running here")
+    row = {"instance_id": "a__b-1", "repo": "a/b", "problem_statement": "p", "patch": "", "test_patch": "",
+           "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]", "base_commit": "abc"}
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps([row]))
+    (task,) = SWEBenchBenchmark().load_tasks({"instances": str(path)})
+    with pytest.raises(BenchmarkError, match="Docker daemon"):
+        SWEBenchBenchmark().make_env(task, {})

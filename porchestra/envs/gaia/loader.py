@@ -22,10 +22,28 @@ HF_REPO = "gaia-benchmark/GAIA"
 
 
 def find_metadata(snapshot: Path, split: str) -> Path:
-    for cand in (snapshot / "metadata.jsonl", snapshot / split / "metadata.jsonl", snapshot / "2023" / split / "metadata.jsonl"):
-        if cand.is_file():
-            return cand
-    raise BenchmarkError(f"snapshot: no metadata.jsonl in {snapshot} (looked in ./, {split}/ and 2023/{split}/)")
+    for d in (snapshot, snapshot / split, snapshot / "2023" / split):
+        for name in ("metadata.jsonl", "metadata.parquet"):
+            if (d / name).is_file():
+                return d / name
+    raise BenchmarkError(f"snapshot: no metadata.jsonl (or .parquet) in {snapshot} (looked in ./, {split}/ and 2023/{split}/)")
+
+
+def read_rows(meta: Path) -> list[dict[str, Any]]:
+    if meta.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq  # noqa: PLC0415 (comes with `datasets`)
+        except ImportError:
+            raise BenchmarkError(f"{meta}: reading parquet needs pyarrow (pip install pyarrow)") from None
+        return pq.read_table(meta).to_pylist()
+    rows = []
+    for n, line in enumerate(meta.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise BenchmarkError(f"{meta}:{n}: not JSON ({e})") from None
+    return rows
 
 
 def fixture_snapshot() -> Path:
@@ -88,13 +106,7 @@ def load(options: dict[str, Any]) -> list[Task]:
     else:
         raise BenchmarkError("gaia: give snapshot=DIR (metadata.jsonl + files), snapshot=fixtures, or hf=true")
     meta = find_metadata(root, split)
-    rows = []
-    for n, line in enumerate(meta.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise BenchmarkError(f"{meta}:{n}: not JSON ({e})") from None
+    rows = read_rows(meta)
     levels = _levels(options.get("level"))
     tasks = []
     for r in rows:

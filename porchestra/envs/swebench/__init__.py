@@ -13,12 +13,14 @@ Options (``porchestra eval swebench`` flags and env_options):
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..base import Environment, Task
-from ..benchmark import Benchmark
+from ..benchmark import Benchmark, BenchmarkError
 from .env import SWEBenchEnv
-from .executor import CommandResult, DockerExecutor, Executor, ExecutorError, LocalExecutor, official_image
+from .executor import (CommandResult, DockerExecutor, Executor, ExecutorError, LocalExecutor, docker_available,
+                       official_image)
 from .instances import load
 
 
@@ -30,7 +32,18 @@ class SWEBenchBenchmark(Benchmark):
         return load(flat_options(options))
 
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
-        return SWEBenchEnv(flat_options(options))
+        opts = flat_options(options)
+        kind = opts.get("executor") or ("local" if task.payload["instance"].get("repo_path") else "docker")
+        if kind == "docker" and not _docker_ok(opts.get("docker", "docker")):
+            raise BenchmarkError("executor=docker needs a running Docker daemon (none answers `docker info`); "
+                                 "SWE-bench's official evaluation is Docker-only. For a local checkout use "
+                                 "executor=local with repo_source and local_setup")
+        return SWEBenchEnv(opts)
+
+
+@functools.lru_cache(maxsize=4)  # a property of the machine, asked once per process
+def _docker_ok(docker: str) -> bool:
+    return docker_available(docker)
 
 
 def flat_options(options: dict[str, Any]) -> dict[str, Any]:
