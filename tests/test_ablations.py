@@ -1,12 +1,20 @@
 """Ablations, one at a time: revision dimensions (the orchestrator's change is ignored and logged)
 and protocol fields (stripped from reports before the orchestrator sees them, and from prompts)."""
 
+import json
+
 import pytest
 from conftest import LedgerEnv, call, complete, delegate, events_of, models, report, revise
 from policy_helpers import of
 
 from porchestra.run import run_task
 
+REVISE_REPORT = json.dumps({"action": "revise", "memory": "", "params": {
+    "state": "STATE-TEXT apple bought",
+    "action": {"type": "revise", "task_scope": {"operation": "keep", "object": "", "details": ""},
+               "resource": {"operation": "request", "object": "tool", "details": "a tool"},
+               "request": "REQUEST-TEXT more", "reason": "because"},
+    "evidence": {"summary": "ev", "raw": {"ev": "EVIDENCE-RAW"}}}})
 CHANGE = {"task_scope": ("instruction", "buy only a pear"), "context": ("context", "prices are in euros"),
           "tools": ("tools", ["buy", "total", "price"]), "budget": ("step_budget", 5)}
 HARNESS_FIELD = {"task_scope": "subgoal", "context": "context", "tools": "tools", "budget": "step_budget"}
@@ -15,7 +23,7 @@ HARNESS_FIELD = {"task_scope": "subgoal", "context": "context", "tools": "tools"
 def _run(tmp_path, cfg, task, ablate, orch_revision):
     cfg = cfg.model_copy(update={"ablate": ablate})
     work = [call("buy", item="apple"),
-            report("revise", "STATE-TEXT apple bought", "REQUEST-TEXT more", raw={"ev": "EVIDENCE-RAW"}),
+            REVISE_REPORT,
             call("buy", item="pear"), call("total"), report("finish", "total 8")]
     orch = [delegate("buy apple and pear", ["buy", "total"], budget=10), orch_revision, complete("8")]
     r = run_task(task, LedgerEnv(), cfg, out_dir=tmp_path, models=models(orch, work))
