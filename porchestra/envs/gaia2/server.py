@@ -411,9 +411,6 @@ def _gold(session: Session) -> dict:
     calls: list[dict] = []
     final = None
     for k, (t, tool, args) in enumerate(actions):
-        if k == len(actions) - 1 and tool == SEND_TO_USER:  # the end action (finalize_task)
-            final = args.get("content")
-            break
         if t - now > 1.5:  # let simulated time reach the reference action
             prev = now
             for n in (n for n in times if now < n < t):  # each wait returns at the next notification
@@ -422,7 +419,11 @@ def _gold(session: Session) -> dict:
             if t - prev >= 1:
                 calls.append({"tool": WAIT_TOOL, "args": {"timeout": int(round(t - prev))}})
             now = t
+        if k == len(actions) - 1 and tool == SEND_TO_USER:  # the end action (finalize_task)
+            final = args.get("content")
+            break
         calls.append({"tool": tool, "args": args})
+        now = max(now, t)
     return {"calls": calls, "final_message": final}
 
 
