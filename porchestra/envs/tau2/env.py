@@ -1,0 +1,186 @@
+"""Tau2Env: one τ²-bench task as a porchestra Environment.
+
+Mapping onto the orchestrator/worker loop:
+- *solo* (telecom): the task is the ticket; workers get the agent tools and the user's phone tools;
+  there is no customer to talk to. The orchestrator's end action closes the ticket.
+- *with a user simulator* (retail, airline; telecom with solo=false): the task says a customer is
+  waiting. Workers talk to the customer with `send_message_to_user(message)`; the tool's result is the
+  customer's reply (an LLM of role `user`, bound with :meth:`Tau2Env.bind_models`). The orchestrator's
+  end action is also a message to the customer: if the customer answers without ending the
+  conversation, `end_turn` returns that answer as the next user message and the loop continues. When
+  the customer ends the conversation (###STOP### etc.) `is_stopped()` becomes true.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...models.base import Model
+from ...models.gateway import Gateway, complete_text
+from ...protocol import EndTask, ToolCall
+from ...tools.base import Tool, ToolResult, tool_from_function
+from ..base import Environment, Score, Task
+from . import scoring
+from .domains import SOLO_DOMAINS, domain_spec, user_simulator_guidelines
+from .state import Tau2State, make_tools
+from .user_sim import UserSimulator
+
+GREETING = "Hi! How can I help you today?"
+MAX_END_TURNS = 30  # orchestrator end actions answered by a still-talking customer
+
+
+class Tau2Env(Environment):
+    name = "tau2"
+    prompt_set = "tau2"
+    end_action = "complete"
+    default_budgets = {"global_steps": 300, "worker_steps": 30}
+
+    def __init__(self, domain: str = "telecom", solo: bool | None = None):
+        domain_spec(domain)  # fail early on a bad domain or a missing installation
+        self.domain = domain
+        self.solo = (domain in SOLO_DOMAINS) if solo is None else bool(solo)
+        if self.solo and domain not in SOLO_DOMAINS:
+            raise ValueError(f"solo mode needs a ticket and user-side tools; domain {domain} has neither")
+        self._gateway: Gateway | None = None
+        self._user_model: Model | None = None
+        self._judge_model: Model | None = None
+        self.task: Task | None = None
+        self.state: Tau2State | None = None
+        self._tools: list[Tool] = []
+        self.user: UserSimulator | None = None
+        self.calls: list[dict[str, Any]] = []  # every domain tool call, for ACTION checks
+        self.to_user: list[str] = []  # messages the agent side sent to the customer
+        self.transcript: list[str] = []  # for the NL-assertion judge
+        self._end_turns = 0
+
+    def bind_models(self, gateway: Gateway, *, user: Model | None = None, judge: Model | None = None) -> None:
+        """Give the environment its own LLMs (user simulator, NL-assertion judge); calls are logged
+        through `gateway` with roles `user` / `judge`."""
+        self._gateway, self._user_model, self._judge_model = gateway, user, judge
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def reset(self, task: Task) -> None:
+        self.task = task
+        self.state = Tau2State(self.domain, task.payload["task"])
+        self._tools = make_tools(self.domain, lambda: self._state(), user_side=self.solo)
+        if not self.solo:
+            self._tools.append(tool_from_function(self._send_message_to_user, name="send_message_to_user"))
+        self.user, self.calls, self.to_user, self.transcript, self._end_turns = None, [], [], [], 0
+
+    def close(self) -> None:
+        self.state = None
+        self.user = None
+
+    def _state(self) -> Tau2State:
+        if self.state is None:
+            raise RuntimeError("Tau2Env used before reset()")
+        return self.state
+
+    # --- tools -------------------------------------------------------------------------------------
+    def tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    def execute(self, call: ToolCall, agent_id: str) -> ToolResult:
+        result = super().execute(call, agent_id)
+        if call.tool != "send_message_to_user":
+            self.calls.append({"tool": call.tool, "args": dict(call.args), "ok": result.ok, "agent_id": agent_id})
+            self.transcript.append(f"assistant: tool call {call.tool}({call.args})")
+            self.transcript.append(f"tool: {result.output if result.ok else result.error}")
+        return result
+
+    def _send_message_to_user(self, message: str) -> str:
+        """Send a message to the customer. Returns the customer's reply."""
+        self.to_user.append(message)
+        self.transcript.append(f"assistant: {message}")
+        reply = self._simulator().reply(message)
+        self.transcript.append(f"user: {reply}")
+        return reply
+
+    def _simulator(self) -> UserSimulator:
+        if self.user is None:
+            if self._user_model is None or self._gateway is None:
+                from ...tools.base import ToolError
+
+                raise ToolError("no user simulator is configured (set user_model; the environment needs "
+                                "bind_models(gateway, user=...))")
+            gateway, model = self._gateway, self._user_model
+            user_tools = [t for t in make_tools(self.domain, self._state, user_side=True) if t.meta["side"] == "user"]
+            scenario = _scenario_text(self._raw())
+            self.user = UserSimulator(
+                user_simulator_guidelines(with_tools=bool(user_tools)), scenario,
+                lambda msgs: complete_text(gateway, model, msgs, role="user", component="user", agent_id="user"),
+                tools=user_tools)
+            self.transcript.append(f"assistant: {GREETING}")
+            self.transcript.append(f"user: {self.user.reply(GREETING)}")
+            self.to_user.append(GREETING)
+        return self.user
+
+    def _raw(self) -> dict[str, Any]:
+        assert self.task is not None
+        return self.task.payload["task"]
+
+    # --- dynamics ----------------------------------------------------------------------------------
+    def is_stopped(self) -> bool:
+        return self.user is not None and self.user.stopped
+
+    def end_turn(self, end: EndTask) -> str | None:
+        message = end.message or end.answer
+        if self.solo or self.user is None or self.user.stopped or not message:
+            return None
+        self._end_turns += 1
+        if self._end_turns > MAX_END_TURNS:
+            return None
+        reply = self._send_message_to_user(message)
+        return None if self.user.stopped else reply
+
+    # --- scoring -------------------------------------------------------------------------------------
+    def evaluate(self, end: EndTask | None) -> Score:
+        raw = self._raw()
+        crit = raw.get("evaluation_criteria") or {}
+        basis = [str(b) for b in (crit.get("reward_basis") or scoring.DEFAULT_BASIS)]
+        messages = list(self.to_user)
+        final = (end.message or end.answer) if end is not None else None
+        if final and final not in messages[-1:]:
+            messages.append(final)
+        actions = crit.get("actions") or []
+        user_calls = self.user.tool_calls if self.user is not None else []
+        components: dict[str, tuple[bool, str]] = {}
+        if "DB" in basis:
+            components["DB"] = scoring.check_db(self._state(), self.domain, raw)
+        if crit.get("env_assertions") is not None:
+            components["ENV_ASSERTION"] = scoring.check_env_assertions(self._state(), crit["env_assertions"])
+        components["ACTION"] = scoring.check_actions(actions, self.calls + user_calls)
+        components["COMMUNICATE"] = scoring.check_communicate(crit.get("communicate_info") or [], messages)
+        nl = None
+        if crit.get("nl_assertions"):
+            nl = self._judge(crit["nl_assertions"], final)
+        ended = end is not None or self.is_stopped()
+        return scoring.tau2_score(basis=basis, components=components, nl=nl, ended_normally=ended)
+
+    def _judge(self, assertions: list[str], final: str | None) -> dict[str, Any]:
+        if self._judge_model is None or self._gateway is None:
+            return {"judged": False, "reason": "no judge model configured", "assertions": assertions}
+        gateway, model = self._gateway, self._judge_model
+        transcript = self.transcript + ([f"assistant: {final}"] if final else [])
+        return scoring.judge_nl_assertions(
+            lambda msgs: complete_text(gateway, model, msgs, role="judge", component="judge", agent_id="judge"),
+            assertions, transcript)
+
+    def gold(self) -> tuple[list[ToolCall], EndTask] | None:
+        crit = self._raw().get("evaluation_criteria") or {}
+        calls = [ToolCall(tool=a["name"], args=a.get("arguments") or {})
+                 for a in crit.get("actions") or []
+                 if self.solo or a.get("requestor", "assistant") == "assistant"]
+        message = " ".join(crit.get("communicate_info") or []) or "The request has been handled."
+        return calls, EndTask(action="complete", answer=message, message=message)
+
+    def prompt_vars(self) -> dict[str, Any]:
+        spec = domain_spec(self.domain)
+        return {"domain": self.domain, "solo": self.solo,
+                "policy": spec.solo_policy if self.solo and spec.solo_policy else spec.policy}
+
+
+def _scenario_text(raw: dict[str, Any]) -> str:
+    from inspect_evals.tau2.data_model.tasks import UserScenario
+
+    return str(UserScenario.model_validate(raw["user_scenario"]))
