@@ -30,6 +30,7 @@ class Budgets(BaseModel):
     max_format_errors: int = Field(3, ge=1, description="consecutive malformed replies before an agent ends")
     max_cost_usd: float | None = Field(None, gt=0, description="stop the task when known cost exceeds this")
     max_parallel: int = Field(1, ge=1, description="workers running at once (concurrent modes)")
+    require_delegation: bool = Field(True, description="the end action is offered only after a worker ran")
 
 
 class RunConfig(BaseModel):

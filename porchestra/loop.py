@@ -146,11 +146,11 @@ class Runtime:
             if handoff is not None and self.workers[handoff.worker_id].status == "paused":
                 self._close(self.workers[handoff.worker_id], "superseded by a new delegation")
             for harness in plan:
-                self._start_worker(harness, fresh_attempt=True)
+                self._start_worker(harness, fresh_attempt=True, reasoning=d.reasoning)
         elif isinstance(d, ReviseTask):
             self._revise(d, *plan)
         elif isinstance(d, Terminate):
-            self._close(plan, d.reason or d.reasoning or "terminated by the orchestrator")
+            self._close(plan, d.reason or d.reasoning or "terminated by the orchestrator", by="orchestrator")
         elif isinstance(d, EndTask):
             key = {"complete": "answer", "finalize_task": "message", "submit": "submission"}[d.action]
             value = d.answer if d.action == "complete" else d.message if d.action == "finalize_task" else d.reason
@@ -160,7 +160,8 @@ class Runtime:
             raise TypeError(f"unknown decision {d!r}")
         return None
 
-    def _start_worker(self, harness: Any, fresh_attempt: bool, replaces: str | None = None) -> Worker:
+    def _start_worker(self, harness: Any, fresh_attempt: bool, replaces: str | None = None,
+                      reasoning: str = "") -> Worker:
         wid = f"worker-{len(self.workers) + 1}"
         model = self.models.worker(harness.model)
         w = Worker(wid, harness, model)
@@ -174,12 +175,13 @@ class Runtime:
         self.workers[wid] = w
         self.env.on_delegate(wid, fresh_attempt)
         self.log.emit("delegate", wid, "orchestrator", harness=harness.model_dump(),
-                      model_name=model.name, replaces=replaces)
+                      model_name=model.name, replaces=replaces, reasoning=reasoning)
         return w
 
     def _revise(self, d: ReviseTask, w: Worker, outcome: Any) -> None:
         self.log.emit("revise", w.id, "orchestrator", revision=d.model_dump(exclude_none=True),
-                      harness=outcome.harness.model_dump(), ignored=outcome.ignored)
+                      harness=outcome.harness.model_dump(), harness_before=w.harness.model_dump(),
+                      ignored=outcome.ignored)
         if d.executor.operation == "replace":
             if d.executor.model:
                 outcome.harness.model = d.executor.model
@@ -194,10 +196,10 @@ class Runtime:
                                           added_tools_text=tools_text(added)))
         w.status = "running"
 
-    def _close(self, w: Worker, reason: str) -> None:
+    def _close(self, w: Worker, reason: str, by: str = "runtime") -> None:
         if w.live:
             w.status = "terminated"
-            self.log.emit("terminate", w.id, "orchestrator", reason=reason)
+            self.log.emit("terminate", w.id, "orchestrator", reason=reason, by=by)
 
     # --- running workers ---------------------------------------------------------------------------
     def run_workers(self, workers: list[Worker]) -> list[Handoff]:

@@ -44,12 +44,14 @@ def build_models(cfg: RunConfig, cache: dict[str, Model] | None = None) -> Model
     """Instantiate the orchestrator and worker models; identical specs share one object (one copy
     of local weights in memory)."""
     cache = {} if cache is None else cache
+    local: dict[str, Model] = {}  # scripted/replay models hold per-task state: never shared across tasks
 
     def get(spec: str, role: str) -> Model:
-        key = f"{role}|{spec}" if spec.split(":", 1)[0] in ("scripted", "replay") else spec
-        if key not in cache:
-            cache[key] = make_model(spec, role, cfg.options_for(role))
-        return cache[key]
+        stateful = spec.split(":", 1)[0] in ("scripted", "replay")
+        store, key = (local, f"{role}|{spec}") if stateful else (cache, f"{spec}|{cfg.options_for(role)!r}")
+        if key not in store:
+            store[key] = make_model(spec, role, cfg.options_for(role))
+        return store[key]
 
     workers = {name: get(spec, "worker") for name, spec in cfg.worker_model_names().items()}
     return Models(get(cfg.orchestrator_model, "orchestrator"), workers, cfg.worker_model_names())

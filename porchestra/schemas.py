@@ -11,7 +11,8 @@ from typing import Any
 
 from .tools.base import Tool
 
-_STR = {"type": "string"}
+_STR = {"type": "string", "maxLength": 400}  # bounded, so a small model cannot ramble to max_tokens
+_LONG = {"type": "string", "maxLength": 1200}
 
 
 def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def orchestrator_schema(allowed: list[str], tool_names: list[str], model_names: 
     tools_arr = {"type": "array", "items": {"enum": tool_names} if tool_names else _STR}
     options: list[dict[str, Any]] = []
     if "delegate_task" in allowed:
-        props: dict[str, Any] = {"task_instruction": _STR, "context": _STR, "tools": tools_arr,
+        props: dict[str, Any] = {"task_instruction": _LONG, "context": _LONG, "tools": tools_arr,
                                  "step_budget": {"type": "integer", "minimum": 1, "maximum": 100}}
         req = ["task_instruction", "context", "tools"]
         if len(model_names) > 1:
@@ -76,8 +77,8 @@ def orchestrator_schema(allowed: list[str], tool_names: list[str], model_names: 
     if "wait" in allowed:
         options.append(_obj({"action": {"const": "wait"}, "reasoning": _STR}, ["action", "reasoning"]))
     if "revise_task" in allowed:
-        props = {"task_scope": _scope(_SCOPE_OPS), "resource": _RESOURCE, "context": _STR, "tools": tools_arr,
-                 "step_budget": {"type": "integer", "minimum": 0, "maximum": 100}, "instruction": _STR}
+        props = {"task_scope": _scope(_SCOPE_OPS), "resource": _RESOURCE, "context": _LONG, "tools": tools_arr,
+                 "step_budget": {"type": "integer", "minimum": 0, "maximum": 100}, "instruction": _LONG}
         options.append(_obj({"action": {"const": "revise_task"}, "reasoning": _STR,
                              "params": _obj(props, ["task_scope", "resource"])}, ["action", "reasoning", "params"]))
     if "terminate" in allowed:

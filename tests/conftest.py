@@ -30,6 +30,7 @@ class LedgerEnv(Environment):
 
     def __init__(self, events: list[str] | None = None):
         self.ledger: list[str] = []
+        self.calls = 0
         self._events = list(events or [])
         self.task: Task | None = None
 
@@ -59,7 +60,13 @@ class LedgerEnv(Environment):
 
         return [tool_from_function(price), tool_from_function(buy), tool_from_function(total)]
 
+    def execute(self, call, agent_id):
+        self.calls += 1
+        return super().execute(call, agent_id)
+
     def notifications(self) -> list[str]:
+        if self.calls == 0:  # exogenous events arrive once work is under way
+            return []
         out, self._events = self._events[:1], self._events[1:]
         return out
 

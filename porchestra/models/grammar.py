@@ -57,7 +57,7 @@ class SchemaGrammar:
                                                 eos_token=eos_token_id)
         self.vocab_size = vocab_size
         self.eos_token_id = eos_token_id
-        self._closers: "torch.Tensor | None" = None
+        self._closers: list[int] | None = None
         self._cache: OrderedDict[str, CompiledSchema] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -115,19 +115,57 @@ class SchemaGrammar:
         return torch.from_numpy(mask.astype(bool))
 
 
-    def closers(self) -> "torch.Tensor":
-        """Tokens that only close strings, arrays and objects (plus EOS). Preferred when the token
-        budget runs out, so a reply that would be cut off still ends as valid JSON."""
-        if self._closers is None:
-            import torch
+    def closing_path(self, matcher: Any, max_depth: int = 6, max_nodes: int = 400) -> list[int] | None:
+        """The shortest token sequence that completes the JSON from `matcher`'s state (without
+        consuming it), built from closing tokens (`"`, `}`, `]`, `0`, ...) plus the tokens the
+        grammar forces, e.g. a required key. Used when the token budget is about to run out, so a
+        long reply ends truncated but valid instead of cut off mid-string. None if not found."""
+        frontier = [(matcher, [])]
+        nodes = 0
+        for _ in range(max_depth):
+            following = []
+            for state, path in frontier:
+                candidates = [t for t in self._closer_ids() if state.validate_tokens([t]) == 1]
+                if not candidates:  # mid-word in an enum value or a name: any allowed token
+                    candidates = self.allowed(state).nonzero().flatten()[:4].tolist()
+                for token in candidates:
+                    nodes += 1
+                    if nodes > max_nodes:
+                        return None
+                    nxt = state.deep_copy()
+                    added = self._advance(nxt, token)
+                    if added is None:
+                        continue
+                    if nxt.is_accepting() or nxt.is_stopped():
+                        return path + added
+                    following.append((nxt, path + added))
+            frontier = following
+        return None
 
-            flags = [False] * self.vocab_size
+    def _advance(self, matcher: Any, token: int) -> list[int] | None:
+        """Consume `token`, then everything the grammar forces after it (fast-forward tokens, and
+        the forced bytes llguidance holds back for canonical tokenisation)."""
+        if not matcher.consume_token(token):
+            return None
+        added = [token]
+        for _ in range(8):
+            forced = list(matcher.compute_ff_tokens())
+            if not forced:
+                forced = list(self.tokenizer.tokenize_bytes(matcher.compute_ff_bytes()))
+            taken = matcher.try_consume_tokens(forced) if forced else 0
+            if taken == 0:
+                break
+            added += forced[:taken]
+        return added
+
+    def _closer_ids(self) -> list[int]:
+        if self._closers is None:
+            ids = []
             for i in range(min(self.vocab_size, self.tokenizer.vocab_size)):
                 text = self.tokenizer.decode_bytes([i])
-                flags[i] = bool(text) and not text.strip(b'"]}')
-            flags[self.eos_token_id] = True
-            mask = torch.tensor(flags, dtype=torch.bool)
-            self._closers = mask
+                if text and (not text.strip(b'"]}') or text == b"0"):
+                    ids.append(i)
+            self._closers = ids
         return self._closers
 
 

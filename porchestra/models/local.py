@@ -19,9 +19,11 @@ from .local_weights import LoadedModel, load, resolve
 from .registry import ModelOptions
 
 DEFAULT_MAX_TOKENS = 512
-# Under a grammar, the last tokens of the budget prefer closing quotes/brackets: a reply that runs
-# long (small models repeat themselves inside strings) ends truncated but valid instead of cut off.
-CLOSE_RESERVE = 24
+# Under a grammar, in the last tokens of the budget we keep the shortest way to finish the JSON in
+# view and take it when the budget would no longer allow it: a reply that runs long (small models
+# repeat themselves inside strings) ends truncated but valid instead of cut off.
+CLOSE_WINDOW = 32
+CLOSE_MARGIN = 3
 
 
 class ContextTooLong(ModelError):
@@ -123,8 +125,7 @@ def decode(model: Any, prompt: list[int], *, max_new: int, eos: set[int],
             generator.manual_seed(seed)
         else:
             generator.seed()
-    close_from = max_new - min(CLOSE_RESERVE, max_new // 4)
-    closing_used = False
+    check_from = max_new - min(CLOSE_WINDOW, max_new // 2)  # next step to look for a closing path
     out: list[int] = []
     new = _forced(matcher, max_new)
     out += new
@@ -133,6 +134,10 @@ def decode(model: Any, prompt: list[int], *, max_new: int, eos: set[int],
     cache_arg = _cache_kwarg(model)
     with torch.inference_mode():
         while len(out) < max_new:
+            if matcher is not None and len(out) >= check_from:
+                closing, check_from = _close_early(grammar, matcher, len(out), max_new)
+                if closing:
+                    return Decoded(out + closing, "stop", truncated=True)
             ids = torch.tensor([feed], device=model.device)
             result = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
             cache = getattr(result, cache_arg)
@@ -141,10 +146,6 @@ def decode(model: Any, prompt: list[int], *, max_new: int, eos: set[int],
                 allowed = grammar.allowed(matcher).to(logits.device)
                 if not allowed.any():
                     return Decoded(out, "grammar-error")
-                if len(out) >= close_from:
-                    closing = allowed & grammar.closers()[: allowed.numel()]
-                    if closing.any():
-                        allowed, closing_used = closing, True
                 logits = logits[: allowed.numel()].masked_fill(~allowed[: logits.numel()], float("-inf"))
             if generator is None:
                 token = int(torch.argmax(logits))
@@ -152,19 +153,29 @@ def decode(model: Any, prompt: list[int], *, max_new: int, eos: set[int],
                 probs = torch.softmax(logits / temperature, dim=-1).cpu()
                 token = int(torch.multinomial(probs, 1, generator=generator))
             if token in eos:
-                return Decoded(out, "stop", truncated=closing_used)
+                return Decoded(out, "stop")
             out.append(token)
             new = [token]
             if matcher is not None:
                 if not matcher.consume_token(token):
                     return Decoded(out, "grammar-error")
                 if matcher.is_stopped():  # the JSON value is complete: nothing but EOS may follow
-                    return Decoded(out, "stop", truncated=closing_used)
+                    return Decoded(out, "stop")
                 forced = _forced(matcher, max_new - len(out))
                 out += forced
                 new += forced
             feed = new
     return Decoded(out, "length")
+
+
+def _close_early(grammar: SchemaGrammar, matcher: Any, used: int, max_new: int) -> tuple[list[int], int]:
+    """The tokens that finish the JSON now, if the budget left is about their length (they are
+    consumed by `matcher`); else [] and the step at which to look again (the search costs ms)."""
+    path = grammar.closing_path(matcher)
+    if path is not None and used + len(path) + CLOSE_MARGIN >= max_new and matcher.consume_tokens(path):
+        return path, max_new
+    slack = max_new - used - CLOSE_MARGIN - (len(path) if path else 0)
+    return [], used + max(1, slack // 2)
 
 
 def _cache_kwarg(model: Any) -> str:

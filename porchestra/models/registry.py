@@ -56,7 +56,7 @@ def _openai(rest: str, role: str, opts: ModelOptions) -> Model:
 def _litellm(rest: str, role: str, opts: ModelOptions) -> Model:
     from .litellm_backend import LiteLLMModel
 
-    return LiteLLMModel(rest, opts)
+    return LiteLLMModel(rest, opts, role=role)
 
 
 def _scripted(rest: str, role: str, opts: ModelOptions) -> Model:

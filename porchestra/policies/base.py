@@ -32,7 +32,8 @@ class ControlPolicy:
         actions = ["delegate_task"]
         if self.can_revise and rt.revisable_worker(handoff) is not None:
             actions += ["revise_task", "terminate"]
-        actions.append(rt.env.end_action)
+        if rt.workers or not rt.cfg.budgets.require_delegation:
+            actions.append(rt.env.end_action)
         return actions
 
     def decide(self, rt: "Runtime", handoff: Handoff | None) -> tuple[Decision, Any]:

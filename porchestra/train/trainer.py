@@ -104,7 +104,9 @@ def run_training(cfg: TrainSettings, items: list[Item], objective: Objective, ne
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    batches = epoch_order(len(items), cfg.batch_size, cfg.epochs, cfg.seed)
+    per_epoch = math.ceil(len(items) / cfg.batch_size)
+    epochs = math.ceil(cfg.max_steps / per_epoch) if cfg.max_steps else cfg.epochs  # --max-steps wins
+    batches = epoch_order(len(items), cfg.batch_size, epochs, cfg.seed)
     total = min(len(batches), cfg.max_steps) if cfg.max_steps else len(batches)
     sched = get_linear_schedule_with_warmup(opt, cfg.warmup_steps, max(total, 1))
     model, opt, sched = accel.prepare(model, opt, sched)

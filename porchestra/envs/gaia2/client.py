@@ -33,7 +33,7 @@ class AREClient:
                  engine: EngineFn | None = None):
         self.timeout_s = timeout_s
         self.engine = engine  # answers the LLM judge's engine requests
-        self.busy = False  # True while a request is in flight (judge calls happen inside one)
+        self._local = threading.local()  # per thread: inside a request (judge calls happen there)
         self._tmp = Path(tempfile.mkdtemp(prefix="porchestra-are-"))
         self._stderr_path = self._tmp / "are-stderr.log"
         env = scrubbed_environ()
@@ -67,11 +67,16 @@ class AREClient:
             self._next_id += 1
             rid = self._next_id
             self._write({"id": rid, "op": op, **params})
-            self.busy = True
+            self._local.active = True
             try:
                 return self._await(rid, op, timeout_s or self.timeout_s)
             finally:
-                self.busy = False
+                self._local.active = False
+
+    @property
+    def in_request(self) -> bool:
+        """True in the thread that waits for an answer (e.g. inside an LLM-judge engine call)."""
+        return getattr(self._local, "active", False)
 
     def _write(self, obj: dict[str, Any]) -> None:
         if self._proc.poll() is not None or self._proc.stdin is None:
@@ -117,8 +122,11 @@ class AREClient:
     def close(self) -> None:
         if self._proc.poll() is None:
             try:
-                if not self.busy:
-                    self._write({"id": 0, "op": "stop"})
+                if self._lock.acquire(timeout=1):  # not while another thread awaits an answer
+                    try:
+                        self._write({"id": 0, "op": "stop"})
+                    finally:
+                        self._lock.release()
                 self._proc.stdin.close()  # type: ignore[union-attr]
                 self._proc.wait(timeout=10)
             except (AREError, OSError, subprocess.TimeoutExpired):

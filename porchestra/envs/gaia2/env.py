@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 import time
 from typing import Any, Iterator
 
@@ -48,6 +49,9 @@ class Gaia2Env(Environment):
         self.timeout_s = timeout_s
         self._gateway: Any = None
         self._client: AREClient | None = None
+        self._think_lock = threading.Lock()
+        self._thinkers = 0  # models thinking at once (concurrent workers): pause on first, resume on last
+        self._think_start = 0.0
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -158,19 +162,25 @@ class Gaia2Env(Environment):
 
     @contextlib.contextmanager
     def thinking(self) -> Iterator[None]:
-        """Simulated time stands still while a model thinks, then advances by the think time."""
+        """Simulated time stands still while models think, then advances by the think time
+        (measured, or the fixed `think_time_s`)."""
         client = self._client
-        if client is None or client.busy:  # e.g. an LLM-judge call made inside an adapter request
+        if client is None or client.in_request:  # e.g. an LLM-judge call made inside an adapter request
             yield
             return
-        client.request("pause")
-        start = time.monotonic()
+        with self._think_lock:
+            self._thinkers += 1
+            if self._thinkers == 1:
+                client.request("pause")
+                self._think_start = time.monotonic()
         try:
             yield
         finally:
-            spent = time.monotonic() - start if self.think_time_s is None else self.think_time_s
-            if self._client is client:
-                client.request("resume", offset_s=max(0.0, float(spent)))
+            with self._think_lock:
+                self._thinkers -= 1
+                if self._thinkers == 0 and self._client is client:
+                    spent = time.monotonic() - self._think_start if self.think_time_s is None else self.think_time_s
+                    client.request("resume", offset_s=max(0.0, float(spent)))
 
     def _send_final(self, end: EndTask) -> None:
         if end.message:

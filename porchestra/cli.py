@@ -1,0 +1,199 @@
+"""The `porchestra` command line: run, eval, view, report, attribute, train, export.
+
+Bad input (flags, config, model specs, task files) exits with code 2 and a message naming the
+problem, before anything is written to the output directory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+from .config import ConfigError, RunConfig, load_config
+from .envs.benchmark import BenchmarkError, load_benchmark
+from .models.registry import ModelSpecError
+from .policies import ModeError, make_policy
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                  help="Proactive Agentic Orchestration (POrchestra) and OPOD training.")
+err = Console(stderr=True, highlight=False)
+
+USER_ERRORS = (ConfigError, ModelSpecError, ModeError, BenchmarkError, ValueError, FileNotFoundError)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+@app.callback()
+def _main(env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load variables from this .env "
+                                                  "file (default: ./.env when present); never overrides "
+                                                  "variables already set.")) -> None:
+    from dotenv import load_dotenv
+
+    path = env_file or Path(".env")
+    if env_file is not None and not env_file.is_file():
+        fail(f"--env-file: file not found: {env_file}")
+    if path.is_file():
+        load_dotenv(path, override=False)
+
+
+def build_config(config: Optional[Path], **overrides: Any) -> RunConfig:
+    """Config file < CLI flags. Per-role base URLs become model_options entries."""
+    cfg = load_config(config, {k: v for k, v in overrides.items() if not k.startswith("_")})
+    base_urls = {role: url for role, url in overrides.get("_base_urls", {}).items() if url}
+    if base_urls:
+        data = cfg.model_dump()
+        for role, url in base_urls.items():
+            data["model_options"].setdefault(role, {})["base_url"] = url
+        cfg = RunConfig.model_validate(data)
+    return cfg
+
+
+def default_out(prefix: str) -> Path:
+    return Path("runs") / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{prefix}"
+
+
+def _common_overrides(mode, orchestrator_model, worker_model, global_steps, worker_steps, max_workers,
+                      max_cost, ablate, base_url, orchestrator_base_url, worker_base_url) -> dict[str, Any]:
+    return {
+        "mode": mode, "orchestrator_model": orchestrator_model, "worker_model": worker_model,
+        "budgets.global_steps": global_steps, "budgets.worker_steps": worker_steps,
+        "budgets.max_workers": max_workers, "budgets.max_cost_usd": max_cost,
+        "ablate": list(ablate) or None,
+        "_base_urls": {"orchestrator": orchestrator_base_url or base_url, "worker": worker_base_url or base_url},
+    }
+
+
+@app.command()
+def run(
+    task: str = typer.Argument(..., help="The task text, @FILE (JSON/YAML task: id, instruction, metadata), "
+                                          "or a task id of the chosen --env benchmark."),
+    env: str = typer.Option("general", help="Environment / benchmark name."),
+    orchestrator_model: Optional[str] = typer.Option(None, help="Model spec (default local:smollm2)."),
+    worker_model: Optional[str] = typer.Option(None, help="Default worker model spec."),
+    mode: Optional[str] = typer.Option(None, help="Control mode (default proactive)."),
+    out: Optional[Path] = typer.Option(None, help="Output directory (default runs/<time>-run)."),
+    workspace: Optional[Path] = typer.Option(None, help="general env: workspace directory (default: a temp dir)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file."),
+    global_steps: Optional[int] = typer.Option(None, help="Global step budget (all agent turns)."),
+    worker_steps: Optional[int] = typer.Option(None, help="Default step budget per worker."),
+    max_workers: Optional[int] = typer.Option(None, help="Most workers per task."),
+    max_cost: Optional[float] = typer.Option(None, help="Stop when known cost (USD) exceeds this."),
+    ablate: list[str] = typer.Option([], help="Turn off a revision dimension or protocol field (repeatable)."),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL for all roles."),
+    orchestrator_base_url: Optional[str] = typer.Option(None),
+    worker_base_url: Optional[str] = typer.Option(None),
+    answer: Optional[str] = typer.Option(None, help="general env: expected answer, to score the run."),
+    allow_unisolated: bool = typer.Option(False, help="Run model-written code even without a sandbox."),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show every LLM call."),
+) -> None:
+    """Run one task and stream the interleaved orchestrator/worker trace."""
+    from .console import ConsoleView
+    from .run import build_models, run_task
+
+    try:
+        cfg = build_config(config, env=env, **_common_overrides(
+            mode, orchestrator_model, worker_model, global_steps, worker_steps, max_workers, max_cost, ablate,
+            base_url, orchestrator_base_url, worker_base_url))
+        policy = make_policy(cfg.mode)
+        the_task, environment = _resolve_task(task, cfg, workspace, answer, allow_unisolated)
+        models = build_models(cfg)
+    except USER_ERRORS as e:
+        fail(str(e))
+        return
+    out = out or default_out("run")
+    if out.exists() and any(out.iterdir()):
+        fail(f"--out: directory {out} is not empty")
+    listeners = [] if quiet else [ConsoleView(verbose=verbose)]
+    result = run_task(the_task, environment, cfg, out_dir=out, models=models, policy=policy, listeners=listeners)
+    Console(highlight=False).print(f"events: {result.events_path}")
+    if result.reason.startswith("internal_error"):
+        raise typer.Exit(1)
+
+
+def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: Optional[str],
+                  allow_unisolated: bool):
+    from .envs.base import Task
+
+    if cfg.env == "general":
+        from .envs.general import GeneralEnv
+
+        if task.startswith("@"):
+            the_task = _load_task_file(Path(task[1:]))
+        else:
+            if not task.strip():
+                raise ValueError("TASK: the task text is empty")
+            the_task = Task(id="task", instruction=task)
+        if answer is not None:
+            the_task.metadata["answer"] = answer
+        env = GeneralEnv(workspace=workspace, allow_unisolated=allow_unisolated, **cfg.env_options)
+        return the_task, env
+    bench = load_benchmark(cfg.env)
+    options = {**cfg.env_options, "ids": [task]}
+    tasks = [t for t in bench.load_tasks(options) if t.id == task]
+    if not tasks:
+        raise BenchmarkError(f"TASK: no task with id {task!r} in benchmark {cfg.env!r}")
+    return tasks[0], bench.make_env(tasks[0], options)
+
+
+def _load_task_file(path: Path):
+    import yaml
+    from pydantic import ValidationError
+
+    from .envs.base import Task
+
+    if not path.is_file():
+        raise ValueError(f"TASK: task file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ValueError(f"TASK: {path} is not valid JSON/YAML: {e}") from None
+    try:
+        return Task.model_validate(data)
+    except ValidationError as e:
+        fields = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        raise ValueError(f"TASK: invalid task file {path}: {fields}") from None
+
+
+def _mount(module: str, attr: str, name: str, kind: str = "command") -> None:
+    """Attach a sub-command implemented in another module (import errors surface when it is used)."""
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        def missing(ctx: typer.Context) -> None:
+            fail(f"'porchestra {name}' is unavailable: {e}", code=1)
+        app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(missing)
+        return
+    if kind == "typer":
+        app.add_typer(obj, name=name)
+    else:
+        app.command(name)(obj)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _register_subcommands()
+    app(args=argv, prog_name="porchestra")
+
+
+def _register_subcommands() -> None:
+    for module, attr, name, kind in SUBCOMMANDS:
+        _mount(module, attr, name, kind)
+
+
+SUBCOMMANDS: list[tuple[str, str, str, str]] = [
+    ("porchestra.eval.cli", "eval_cmd", "eval", "command"),
+]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

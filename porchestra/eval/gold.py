@@ -1,0 +1,57 @@
+"""The `gold` policy: replay a task's reference actions through porchestra's own tool layer.
+
+No LLM is involved. It proves an adapter's tools and checker are wired correctly: gold must score
+100% on the offline sets, and the truncated gold (last reference action dropped) must fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..envs.base import Environment, Score, Task
+from ..log.events import EventLog, truncate
+from ..log.totals import compute_totals
+
+
+class NoGold(ValueError):
+    pass
+
+
+def run_gold(task: Task, env: Environment, out_dir: str | Path, *, truncated: bool = False,
+             run_id: str = "gold") -> tuple[Score, Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    log = EventLog(out / "events.jsonl", run_id, task.id)
+    log.emit("task_start", task=task.model_dump(exclude={"payload"}),
+             config={"mode": "gold-truncated" if truncated else "gold"})
+    try:
+        env.reset(task)
+        gold = env.gold()
+        if gold is None:
+            raise NoGold(f"task {task.id} has no reference actions")
+        actions, end = gold
+        if truncated:
+            if not actions:
+                raise NoGold(f"task {task.id} has no reference actions to truncate")
+            actions = actions[:-1]
+        log.emit("delegate", "gold", "orchestrator", harness={
+            "subgoal": task.instruction, "context": "", "tools": sorted({a.tool for a in actions}),
+            "step_budget": len(actions), "model": None, "constraints": []})
+        for call in actions:
+            log.next_step()
+            result = env.execute(call, "gold")
+            log.emit("tool_call", "gold", "orchestrator", tool=call.tool, args=call.args, ok=result.ok,
+                     output=truncate(result.output, 4000), error=result.error)
+            env.notifications()  # let dynamic environments advance as they would in a real run
+        log.emit("complete", "orchestrator", None, action=end.action, answer=end.answer, message=end.message,
+                 submission=end.reason)
+        for _ in range(1000):  # multi-turn gold: let the environment run out its scripted turns
+            if env.end_turn(end) is None:
+                break
+        score = env.evaluate(end)
+    finally:
+        env.close()
+    log.emit("task_end", success=score.success, score=score.score, reason="gold replay",
+             check=score.reason, check_details=score.details, totals=compute_totals(log.events))
+    log.close()
+    return score, out / "events.jsonl"

@@ -1,0 +1,93 @@
+"""Summary of an eval: success overall and per category, cost split, tokens, steps."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _sum_known(xs: list[Any]) -> float | None:
+    return None if any(x is None for x in xs) else float(sum(xs))
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    scored = [r for r in rows if r.get("success") is not None]
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[r.get("category") or "all"].append(r)
+
+    def block(rs: list[dict[str, Any]]) -> dict[str, Any]:
+        sc = [r for r in rs if r.get("success") is not None]
+        comp: dict[str, float | None] = {}
+        for key in ("orchestration", "communication", "execution"):
+            comp[key] = _sum_known([(r.get("cost_by_component") or {}).get(key, 0.0) for r in rs])
+        return {
+            "tasks": len(rs),
+            "scored": len(sc),
+            "success_rate": _mean([1.0 if r["success"] else 0.0 for r in sc]),
+            "infra_errors": sum(1 for r in rs if r.get("infra_error")),
+            "cost_usd": _sum_known([r.get("cost_usd") for r in rs]),
+            "cost_by_component": comp,
+            "tokens_input": sum((r.get("tokens") or {}).get("input", 0) for r in rs),
+            "tokens_output": sum((r.get("tokens") or {}).get("output", 0) for r in rs),
+            "mean_steps": _mean([float(r.get("steps") or 0) for r in rs]),
+        }
+
+    return {"overall": block(rows), "by_category": {k: block(v) for k, v in sorted(groups.items())},
+            "scored": len(scored)}
+
+
+def _fmt(v: Any, money: bool = False) -> str:
+    if v is None:
+        return "—" if not money else "unknown"
+    if money:
+        return f"${v:.4f}"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def summary_table(summary: dict[str, Any], title: str = "eval summary") -> Table:
+    t = Table(title=title)
+    for col in ("category", "tasks", "success", "infra err", "cost", "orchestration", "communication",
+                "execution", "tokens in/out", "mean steps"):
+        t.add_column(col)
+    rows = [("overall", summary["overall"])] + list(summary["by_category"].items())
+    for name, b in rows:
+        c = b["cost_by_component"]
+        rate = "—" if b["success_rate"] is None else f"{100 * b['success_rate']:.1f}%"
+        t.add_row(name, str(b["tasks"]), rate, str(b["infra_errors"]), _fmt(b["cost_usd"], True),
+                  _fmt(c["orchestration"], True), _fmt(c["communication"], True), _fmt(c["execution"], True),
+                  f"{b['tokens_input']}/{b['tokens_output']}", _fmt(b["mean_steps"]))
+    return t
+
+
+def to_markdown(summary: dict[str, Any], title: str) -> str:
+    lines = [f"# {title}", "", "| category | tasks | success | infra errors | cost (USD) | orchestration | "
+             "communication | execution | tokens in/out | mean steps |", "|" + "---|" * 10]
+    for name, b in [("overall", summary["overall"])] + list(summary["by_category"].items()):
+        c = b["cost_by_component"]
+        rate = "—" if b["success_rate"] is None else f"{100 * b['success_rate']:.1f}%"
+        lines.append(f"| {name} | {b['tasks']} | {rate} | {b['infra_errors']} | {_fmt(b['cost_usd'], True)} | "
+                     f"{_fmt(c['orchestration'], True)} | {_fmt(c['communication'], True)} | "
+                     f"{_fmt(c['execution'], True)} | {b['tokens_input']}/{b['tokens_output']} | "
+                     f"{_fmt(b['mean_steps'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(out: Path, rows: list[dict[str, Any]], title: str, console: Console | None = None) -> dict[str, Any]:
+    s = summarize(rows)
+    (out / "summary.json").write_text(json.dumps(s, indent=2))
+    (out / "summary.md").write_text(to_markdown(s, title))
+    if console is not None:
+        console.print(summary_table(s, title))
+    return s

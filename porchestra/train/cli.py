@@ -1,0 +1,320 @@
+"""CLI verbs of the training side, mounted by porchestra/cli.py:
+
+    porchestra export records|sft RUN_DIR... --out FILE
+    porchestra attribute RUN_DIR... --model SPEC --out FILE
+    porchestra train sft|rwr|opod|dagrpo DATA... --model SPEC --out DIR
+
+Bad input exits with code 2 and names the bad option before anything is written. Heavy imports
+(torch, transformers) happen inside the commands only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import typer
+from rich.console import Console
+
+err = Console(stderr=True, highlight=False)
+out_console = Console(highlight=False)
+
+export_app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                         help="Export decision records / SFT data from event logs.")
+train_app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                        help="Train an orchestrator: sft, rwr, opod, dagrpo.")
+
+
+def fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def _guard(fn: Callable[[], Any]) -> Any:
+    from ..models.registry import ModelSpecError
+    from .modelio import BaseModelError
+    from .records import RecordError
+
+    try:
+        return fn()
+    except (RecordError, ModelSpecError, BaseModelError, ValueError, FileNotFoundError) as e:
+        fail(str(e))
+
+
+# --- export ------------------------------------------------------------------------------------
+
+RUN_DIRS = typer.Argument(..., help="Run dirs, eval dirs (searched for events.jsonl) or events.jsonl files.")
+
+
+@export_app.command("records")
+def export_records(run_dirs: List[Path] = RUN_DIRS,
+                   out: Path = typer.Option(..., "--out", help="Output JSONL (porchestra.decision.v1).")) -> None:
+    """One record per orchestrator decision (context, reply, type, reward, trace link)."""
+    from .jsonl import write_jsonl_atomic
+    from .records import collect_records
+
+    records = _guard(lambda: collect_records(run_dirs))
+    n = write_jsonl_atomic(out, records)
+    out_console.print(f"wrote {n} decision records to {out}")
+
+
+@export_app.command("sft")
+def export_sft(run_dirs: List[Path] = RUN_DIRS,
+               out: Path = typer.Option(..., "--out", help="Output JSONL."),
+               fmt: str = typer.Option("prompt-completion", "--format",
+                                       help="prompt-completion (TRL) | messages (LLaMA-Factory sharegpt/openai)."),
+               types: str = typer.Option("", "--types", help="Comma-separated decision types to keep "
+                                         "(delegate,revise,end,terminate,other); default all.")) -> None:
+    """Structurally valid decisions of expert runs, successful and failed, as SFT examples."""
+    from .jsonl import write_jsonl_atomic
+    from .records import collect_records, sft_records, to_sft_example
+
+    if fmt not in ("prompt-completion", "messages"):
+        fail(f"--format: unknown SFT format {fmt!r} (prompt-completion | messages)")
+    keep = {t.strip() for t in types.split(",") if t.strip()}
+    bad = keep - {"delegate", "revise", "end", "terminate", "other"}
+    if bad:
+        fail(f"--types: unknown decision type(s) {sorted(bad)}")
+    records = [r for r in sft_records(_guard(lambda: collect_records(run_dirs)))
+               if not keep or r.decision_type in keep]
+    n = write_jsonl_atomic(out, (to_sft_example(r, fmt) for r in records))
+    out_console.print(f"wrote {n} SFT examples to {out}")
+
+
+# --- attribute ---------------------------------------------------------------------------------
+
+def attribute_cmd(run_dirs: List[Path] = RUN_DIRS,
+                  model: str = typer.Option(..., "--model", help="Attributor model spec (frozen base model)."),
+                  out: Path = typer.Option(..., "--out", help="Output JSONL (porchestra.attribution.v1)."),
+                  base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint."),
+                  api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Env var holding the key."),
+                  max_tokens: int = typer.Option(256, "--max-tokens", min=1),
+                  context_chars: int = typer.Option(16000, "--context-chars", min=500),
+                  trace_chars: int = typer.Option(12000, "--trace-chars", min=500),
+                  event_chars: int = typer.Option(1000, "--event-chars", min=100)) -> None:
+    """Attribute delegation/revision decisions with the paper's F.3 generative reward model.
+    Results are cached in OUT.cache.jsonl (reruns resume); LLM calls are logged to
+    OUT's folder/attribution_events.jsonl."""
+    from datetime import datetime, timezone
+
+    from ..log.events import EventLog
+    from ..models.gateway import Gateway
+    from ..models.registry import ModelOptions, make_model
+    from .attribution import Truncation, attribute
+    from .records import find_event_logs
+
+    _guard(lambda: find_event_logs(run_dirs))
+    m = _guard(lambda: make_model(model, "attributor", ModelOptions(base_url=base_url, api_key_env=api_key_env)))
+    run_id = "attribution-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    log = EventLog(out.parent / "attribution_events.jsonl", run_id, "attribution")
+    try:
+        res = attribute(run_dirs, m, Gateway(log), out,
+                        Truncation(context_chars=context_chars, trace_chars=trace_chars, event_chars=event_chars),
+                        max_tokens=max_tokens)
+    finally:
+        log.close()
+    flagged = sum(r.needs_repair for r in res)
+    by_status: dict[str, int] = {}
+    for r in res:
+        by_status[r.status] = by_status.get(r.status, 0) + 1
+    out_console.print(f"attributed {len(res)} decisions: {flagged} need repair; status {by_status}; wrote {out}")
+
+
+# --- train -------------------------------------------------------------------------------------
+
+@train_app.callback()
+def _train_setup() -> None:
+    """Training processes need glibc malloc settings at start-up (see porchestra/train/malloc.py)."""
+    from .malloc import reexec_with_malloc_env
+
+    reexec_with_malloc_env()
+
+
+def _settings(method: str, model: str, out: Path, **kw: Any):
+    from .modelio import resolve_base_dir
+    from .trainer import STATE, TrainSettings, latest_checkpoint
+
+    _guard(lambda: resolve_base_dir(model))
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out}: exists and is not a directory")
+    ckpt = latest_checkpoint(out) if out.is_dir() else None
+    if ckpt is not None:
+        prev = json.loads((ckpt / STATE).read_text()).get("method")
+        if prev != method:
+            fail(f"--out {out}: holds a {prev} run; use another directory for {method}")
+    lora_cfg = {"r": kw.pop("lora_r"), "alpha": kw.pop("lora_alpha"), "dropout": kw.pop("lora_dropout")}
+    return TrainSettings(method=method, model=model, out=str(out), lora_cfg=lora_cfg, **kw)
+
+
+def _load_items(data: List[Path], kind: str, attributions: Optional[Path] = None, reward: str = "binary",
+                with_opd: bool = True):
+    from .data import opod_items, sft_items
+    from .datasets import load_examples
+
+    if not data:
+        fail("DATA: give at least one records/SFT JSONL file, run dir or events.jsonl")
+    records, examples = _guard(lambda: load_examples(data))
+    if kind == "sft":
+        items = sft_items(records) + examples
+    else:
+        if examples:
+            fail("DATA: rwr/opod/dagrpo need decision records (export records) or run dirs, not SFT examples")
+        atts = None
+        if attributions is not None:
+            from .attribution import read_attributions
+
+            atts = _guard(lambda: read_attributions(attributions))
+        items = sft_items(records) if kind == "dagrpo" else opod_items(records, atts, reward, with_opd)
+    if not items:
+        fail(f"DATA: no usable {kind} decisions in {', '.join(map(str, data))}")
+    return items
+
+
+DATA = typer.Argument(..., help="Decision records (export records), SFT JSONL (sft only), run dirs or events.jsonl.")
+MODEL = typer.Option("local:smollm2", "--model", help="Starting weights: local:smollm2, local:<dir>, <dir> "
+                     "(HF checkpoint or PEFT adapter, merged).")
+OUT = typer.Option(..., "--out", help="Output directory (checkpoints, metrics.jsonl, final/).")
+
+
+def _train_opts() -> dict[str, tuple[Any, Any]]:
+    return dict(
+        lora=(bool, typer.Option(True, "--lora/--full", help="LoRA adapter (default) or full fine-tuning.")),
+        lora_r=(int, typer.Option(16, "--lora-r", min=1)),
+        lora_alpha=(int, typer.Option(32, "--lora-alpha", min=1)),
+        lora_dropout=(float, typer.Option(0.0, "--lora-dropout", min=0.0, max=0.9)),
+        lr=(float, typer.Option(1e-4, "--lr", min=0.0)),
+        epochs=(int, typer.Option(1, "--epochs", min=1)),
+        max_steps=(Optional[int], typer.Option(None, "--max-steps", min=1)),
+        batch_size=(int, typer.Option(4, "--batch-size", min=1)),
+        max_length=(int, typer.Option(4096, "--max-length", min=16)),
+        chunk_size=(int, typer.Option(512, "--chunk-size", min=1, help="Tokens per vocabulary-projection chunk.")),
+        bf16=(bool, typer.Option(False, "--bf16/--fp32", help="bf16 autocast (weights stay fp32).")),
+        gradient_checkpointing=(bool, typer.Option(False, "--gradient-checkpointing/--no-gradient-checkpointing")),
+        save_every=(int, typer.Option(50, "--save-every", min=1)),
+        seed=(int, typer.Option(0, "--seed")),
+        warmup_steps=(int, typer.Option(0, "--warmup-steps", min=0)),
+    )
+
+
+def _with_opts(extra: dict[str, tuple[Any, Any]]) -> Callable:
+    """Attach the shared options to a command function by extending its signature (typer reads it)."""
+    import inspect
+
+    def deco(fn: Callable) -> Callable:
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        for name, (ann, default) in {**_train_opts(), **extra}.items():
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann))
+        fn.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        return fn
+    return deco
+
+
+def _split(kw: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: kw.pop(k) for k in keys}
+
+
+@train_app.command("sft")
+@_with_opts({"progress": (bool, typer.Option(True, "--progress/--no-progress"))})
+def train_sft(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
+    """Supervised fine-tuning: likelihood of the decisions (prompt tokens masked)."""
+    from .objectives import likelihood_loss
+    from .trainer import run_training
+
+    progress = kw.pop("progress")
+    items = _load_items(data, "sft")
+    cfg = _settings("sft", model, out, **kw)
+    run_training(cfg, items, lambda ctx, teacher, batch: likelihood_loss(ctx, batch), progress=progress)
+    out_console.print(f"trained sft on {len(items)} decisions; policy in {out / 'final'}")
+
+
+OPOD_OPTS: dict[str, tuple[Any, Any]] = {
+    "attributions": (Optional[Path], typer.Option(None, "--attributions",
+                                                  help="Attribution JSONL (porchestra attribute).")),
+    "lam": (float, typer.Option(1.0, "--lam", min=0.0, help="OPD weight λ (0 = RWR).")),
+    "divergence": (str, typer.Option("reverse_kl", "--divergence", help="reverse_kl | forward_kl | jsd")),
+    "jsd_beta": (float, typer.Option(0.5, "--jsd-beta", min=0.01, max=0.99)),
+    "max_new_tokens": (int, typer.Option(256, "--max-new-tokens", min=1, help="Student sample length for OPD.")),
+    "temperature": (float, typer.Option(1.0, "--temperature", min=0.01)),
+    "reward": (str, typer.Option("binary", "--reward", help="binary (successful decisions) | score")),
+    "progress": (bool, typer.Option(True, "--progress/--no-progress")),
+}
+
+
+def _opod(method: str, data: List[Path], model: str, out: Path, kw: dict[str, Any]) -> None:
+    from .objectives import GenSettings, OPODSettings, opod_loss
+    from .trainer import run_training
+
+    o = _split(kw, ("attributions", "lam", "divergence", "jsd_beta", "max_new_tokens", "temperature", "reward",
+                    "progress"))
+    if o["divergence"] not in ("reverse_kl", "forward_kl", "jsd"):
+        fail(f"--divergence: unknown {o['divergence']!r} (reverse_kl | forward_kl | jsd)")
+    if o["reward"] not in ("binary", "score"):
+        fail(f"--reward: unknown {o['reward']!r} (binary | score)")
+    lam = 0.0 if method == "rwr" else o["lam"]
+    if method == "opod" and lam > 0 and o["attributions"] is None:
+        fail("--attributions: opod needs the attribution file (porchestra attribute), or use --lam 0")
+    items = _load_items(data, method, o["attributions"], o["reward"], with_opd=lam > 0)
+    cfg = _settings(method, model, out, **kw)
+    settings = OPODSettings(lam=lam, divergence=o["divergence"], jsd_beta=o["jsd_beta"],
+                            gen=GenSettings(max_new_tokens=o["max_new_tokens"], temperature=o["temperature"]))
+    run_training(cfg, items, lambda ctx, teacher, batch: opod_loss(ctx, teacher, batch, settings),
+                 need_teacher=lam > 0, progress=o["progress"])
+    n_opd = sum(1 for it in items if it.hint)
+    out_console.print(f"trained {method} on {len(items)} decisions ({n_opd} with hints); policy in {out / 'final'}")
+
+
+@train_app.command("rwr")
+@_with_opts({k: v for k, v in OPOD_OPTS.items() if k in ("reward", "progress")})
+def train_rwr(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
+    """Reward-weighted regression: likelihood of decisions from successful trajectories."""
+    kw.update(attributions=None, lam=0.0, divergence="reverse_kl", jsd_beta=0.5, max_new_tokens=1, temperature=1.0)
+    _opod("rwr", data, model, out, kw)
+
+
+@train_app.command("opod")
+@_with_opts(OPOD_OPTS)
+def train_opod(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
+    """OPOD = RWR + λ·OPD (student samples at stored contexts; frozen SFT teacher sees the hint)."""
+    _opod("opod", data, model, out, kw)
+
+
+@train_app.command("dagrpo")
+@_with_opts({
+    "judge": (str, typer.Option(..., "--judge", help="Rubric judge model spec.")),
+    "judge_base_url": (Optional[str], typer.Option(None, "--judge-base-url")),
+    "judge_api_key_env": (Optional[str], typer.Option(None, "--judge-api-key-env")),
+    "k": (int, typer.Option(8, "--k", min=2, help="Candidates per expert context.")),
+    "max_new_tokens": (int, typer.Option(256, "--max-new-tokens", min=1)),
+    "temperature": (float, typer.Option(1.0, "--temperature", min=0.01)),
+    "progress": (bool, typer.Option(True, "--progress/--no-progress")),
+})
+def train_dagrpo(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
+    """DA-GRPO baseline: K sampled decisions per expert context, rubric-judged, group-relative PG."""
+    from datetime import datetime, timezone
+
+    from ..log.events import EventLog
+    from ..models.gateway import Gateway
+    from ..models.registry import ModelOptions, make_model
+    from .dagrpo import GRPOSettings, RubricJudge, make_objective
+    from .objectives import GenSettings
+    from .trainer import run_training
+
+    o = _split(kw, ("judge", "judge_base_url", "judge_api_key_env", "k", "max_new_tokens", "temperature",
+                    "progress"))
+    judge_model = _guard(lambda: make_model(o["judge"], "judge", ModelOptions(
+        base_url=o["judge_base_url"], api_key_env=o["judge_api_key_env"])))
+    items = _load_items(data, "dagrpo")
+    cfg = _settings("dagrpo", model, out, **kw)
+    out.mkdir(parents=True, exist_ok=True)
+    log = EventLog(out / "judge_events.jsonl", "dagrpo-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"),
+                   "dagrpo")
+    try:
+        judge = RubricJudge(judge_model, Gateway(log))
+        settings = GRPOSettings(k=o["k"], gen=GenSettings(max_new_tokens=o["max_new_tokens"],
+                                                          temperature=o["temperature"]))
+        run_training(cfg, items, make_objective(judge, settings), progress=o["progress"])
+    finally:
+        log.close()
+    out_console.print(f"trained dagrpo on {len(items)} expert contexts; policy in {out / 'final'}")
