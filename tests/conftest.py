@@ -70,6 +70,13 @@ class LedgerEnv(Environment):
         out, self._events = self._events[:1], self._events[1:]
         return out
 
+    def gold(self):
+        from porchestra.protocol import ToolCall
+
+        items = self.task.metadata.get("items", [])
+        return ([ToolCall(tool="buy", args={"item": i}) for i in items],
+                EndTask(action="complete", answer=str(sum(self.PRICES[i] for i in items))))
+
     def evaluate(self, end: EndTask | None) -> Score:
         want = sorted(self.task.metadata.get("items", []))
         ok = end is not None and sorted(self.ledger) == want and str(end.answer).strip() == str(
