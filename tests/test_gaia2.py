@@ -102,6 +102,31 @@ def test_scenario_dir_and_hub_rows_jsonl(tmp_path):
     assert all(t.category == "search" for t in tasks)
 
 
+def test_downloaded_parquet_copy(are_python, tmp_path):
+    """A local copy of the hub dataset (<config>/<split>-*.parquet) is read with ARE's pyarrow."""
+    import subprocess
+
+    (tmp_path / "search").mkdir()
+    data = (FIXTURES / "gaia2_fx_search_apartment.json").read_text()
+    script = ("import sys, pyarrow as pa, pyarrow.parquet as pq; "
+              "pq.write_table(pa.table({'scenario_id': ['pq-1'], 'data': [open(sys.argv[1]).read()]}), sys.argv[2])")
+    src = tmp_path / "src.json"
+    src.write_text(data)
+    subprocess.run([str(are_python), "-c", script, str(src), str(tmp_path / "search" / "validation-0.parquet")],
+                   check=True)
+    src.unlink()
+    tasks = BENCH.load_tasks({"scenarios": str(tmp_path)})
+    assert [(t.id, t.category) for t in tasks] == [("pq-1", "search")]
+    assert "cheapest 2-bedroom" in tasks[0].instruction
+
+
+def test_hub_unreachable_is_a_clear_error(are_python, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(BenchmarkError, match="hub reachable"):
+        BENCH.load_tasks({"hf": True, "hf_dataset": "porchestra-test/not-a-dataset"})
+
+
 def test_bad_scenarios_name_the_file(tmp_path):
     with pytest.raises(BenchmarkError, match="does not exist"):
         BENCH.load_tasks({"scenarios": str(tmp_path / "missing")})

@@ -15,11 +15,13 @@ Options (from `porchestra eval` flags and env_options):
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from ...secrets import scrubbed_environ
 from ..base import Environment, Task
 from ..benchmark import Benchmark, BenchmarkError
 from .client import AREError, list_tutorials
@@ -35,7 +37,8 @@ def _category(tags: Iterable[str], fallback: str | None = None) -> str | None:
     for t in tags or ():
         if str(t).lower() in CATEGORIES:
             return str(t).lower()
-    return fallback.lower() if fallback and fallback.lower() in CATEGORIES else None
+    ok = CATEGORIES + ("tutorial",)
+    return fallback.lower() if fallback and fallback.lower() in ok else None
 
 
 def _first_user_message(trace: dict[str, Any]) -> str:
@@ -88,42 +91,81 @@ def _rows_from_jsonl(path: Path) -> list[Task]:
 
 
 def load_scenario_path(path: Path) -> list[Task]:
+    """A scenario file, a JSONL of scenarios or hub rows, or a directory of them (a downloaded copy
+    of the hub dataset holds Parquet files: those are read with ARE's pyarrow)."""
     if not path.exists():
         raise BenchmarkError(f"scenarios: {path} does not exist")
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl"))
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl", ".parquet"))
         if not files:
-            raise BenchmarkError(f"scenarios: no .json/.jsonl files under {path}")
-        return [t for f in files for t in load_scenario_path(f)]
+            raise BenchmarkError(f"scenarios: no .json/.jsonl/.parquet files under {path}")
+        parquet = [f for f in files if f.suffix == ".parquet"]
+        tasks = [t for f in files if f.suffix != ".parquet" for t in load_scenario_path(f)]
+        return tasks + (_rows_from_parquet(parquet) if parquet else [])
     if path.suffix == ".jsonl":
         return _rows_from_jsonl(path)
+    if path.suffix == ".parquet":
+        return _rows_from_parquet([path])
     return [task_from_trace(path.read_text(encoding="utf-8"), str(path))]
 
 
-_HF_SCRIPT = """
+_PARQUET_SCRIPT = r"""
+import json, os, sys
+import pyarrow.parquet as pq
+out = sys.argv[1]
+with open(out, "w") as f:
+    for path in sys.argv[2:]:
+        for row in pq.read_table(path).to_pylist():
+            f.write(json.dumps({"scenario_id": row.get("scenario_id"), "data": row["data"],
+                                "config": os.path.basename(os.path.dirname(path))}) + "\n")
+"""
+
+
+def _run_in_are(script: str, args: list[str], what: str, timeout_s: float, keep: tuple[str, ...] = ()) -> Path:
+    """Run a small script with ARE's interpreter (it has pyarrow and datasets); returns its JSONL."""
+    py = ensure_are_python()
+    tmp = Path(tempfile.mkdtemp(prefix="porchestra-gaia2-"))
+    out = tmp / "rows.jsonl"
+    try:
+        proc = subprocess.run([str(py), "-c", script, str(out), *args], capture_output=True, text=True,
+                              cwd=tmp, timeout=timeout_s, env=scrubbed_environ(extra_keep=keep))
+    except subprocess.TimeoutExpired:
+        raise BenchmarkError(f"{what}: timed out after {timeout_s:.0f}s") from None
+    if proc.returncode != 0:
+        raise BenchmarkError(f"{what}: {proc.stderr.strip()[-600:]}")
+    return out
+
+
+def _rows_from_parquet(files: list[Path]) -> list[Task]:
+    out = _run_in_are(_PARQUET_SCRIPT, [str(f) for f in files], f"scenarios: reading {files[0].parent}", 600)
+    try:
+        return _rows_from_jsonl(out)
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
+
+
+_HF_SCRIPT = r"""
 import json, sys
 from datasets import load_dataset
-name, config, split, out = sys.argv[1:5]
+out, name, config, split = sys.argv[1:5]
 ds = load_dataset(name, name=config, split=split)
 with open(out, "w") as f:
     for row in ds:
         f.write(json.dumps({"scenario_id": row.get("scenario_id"), "data": row["data"],
-                            "config": config}) + "\\n")
+                            "config": config}) + "\n")
 """
 
 
 def load_hub(dataset: str, config: str, split: str) -> list[Task]:
     """The hub dataset through ARE's venv (it has `datasets`); a clear error when offline."""
-    py = ensure_are_python()
-    with tempfile.TemporaryDirectory(prefix="porchestra-gaia2-hf-") as tmp:
-        out = Path(tmp) / "rows.jsonl"
-        proc = subprocess.run([str(py), "-c", _HF_SCRIPT, dataset, config, split, str(out)],
-                              capture_output=True, text=True, cwd=tmp)
-        if proc.returncode != 0:
-            raise BenchmarkError(f"hf: could not load {dataset} (config {config!r}, split {split!r}); "
-                                 f"is the hub reachable? Use a local copy with scenarios=DIR. "
-                                 f"{proc.stderr.strip()[-600:]}")
+    what = (f"hf: could not load {dataset} (config {config!r}, split {split!r}); is the hub reachable? "
+            f"Otherwise use a local copy with scenarios=DIR")
+    out = _run_in_are(_HF_SCRIPT, [dataset, config, split], what, 3600,
+                      keep=("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
+    try:
         return _rows_from_jsonl(out)
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
 
 
 class Gaia2Benchmark(Benchmark):
@@ -148,7 +190,7 @@ class Gaia2Benchmark(Benchmark):
                 rows = list_tutorials()
             except (AREError, AREInstallError) as e:
                 raise BenchmarkError(f"scenarios=tutorials: {e}") from None
-            tasks = [Task(id=r["name"], instruction=r["instruction"], category=_category(r["tags"]),
+            tasks = [Task(id=r["name"], instruction=r["instruction"], category=_category(r["tags"], "tutorial"),
                           metadata={"origin": "are-tutorial", "tags": r["tags"]},
                           payload={"source": {"tutorial": r["name"]}}) for r in rows]
         else:

@@ -463,4 +463,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # ARE's threads would delay a normal interpreter exit by seconds
