@@ -25,7 +25,6 @@ from .domains import SOLO_DOMAINS, domain_spec, user_simulator_guidelines
 from .state import Tau2State, make_tools
 from .user_sim import UserSimulator
 
-GREETING = "Hi! How can I help you today?"
 MAX_END_TURNS = 30  # orchestrator end actions answered by a still-talking customer
 
 
@@ -110,9 +109,6 @@ class Tau2Env(Environment):
                 user_simulator_guidelines(with_tools=bool(user_tools)), scenario,
                 lambda msgs: complete_text(gateway, model, msgs, role="user", component="user", agent_id="user"),
                 tools=user_tools)
-            self.transcript.append(f"assistant: {GREETING}")
-            self.transcript.append(f"user: {self.user.reply(GREETING)}")
-            self.to_user.append(GREETING)
         return self.user
 
     def _raw(self) -> dict[str, Any]:
