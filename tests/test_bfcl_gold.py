@@ -117,3 +117,15 @@ def test_options_are_validated():
     with pytest.raises(BenchmarkError, match="ids"):
         bench.load_tasks({"category": "base", "ids": ["nope"]})
     assert len(bench.load_tasks({"category": "miss_param", "limit": 3})) == 3
+
+
+def test_eval_gold_policy_replays_multi_turn_gold(tmp_path):
+    """porchestra's `gold` policy (porchestra.eval.gold) on BFCL: in-list EndTasks end user turns."""
+    from porchestra.eval.gold import run_gold
+
+    bench = BFCLBenchmark()
+    for task in bench.load_tasks({"category": "miss_func", "limit": 5}):
+        score, _ = run_gold(task, bench.make_env(task, {}), tmp_path / task.id)
+        assert score.success is True, (task.id, score.reason)
+        score, _ = run_gold(task, bench.make_env(task, {}), tmp_path / f"{task.id}-t", truncated=True)
+        assert score.success is False, task.id

@@ -140,3 +140,13 @@ def test_options_are_validated():
     assert [t.id for t in bench.load_tasks({"domain": "retail", "ids": ["5", "7"]})] == ["5", "7"]
     small = bench.load_tasks({"domain": "telecom", "split": "small", "limit": 3})
     assert len(small) == 3 and small[0].instruction == small[0].payload["task"]["ticket"]
+
+
+def test_eval_gold_policy_on_telecom(tmp_path):
+    """porchestra's `gold` policy (porchestra.eval.gold): gold passes, last action dropped fails."""
+    from porchestra.eval.gold import run_gold
+
+    bench = Tau2Benchmark()
+    for task in bench.load_tasks({"domain": "telecom", "limit": 5}):
+        assert run_gold(task, bench.make_env(task, {}), tmp_path / "g")[0].success is True
+        assert run_gold(task, bench.make_env(task, {}), tmp_path / "t", truncated=True)[0].success is False

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..envs.base import Environment, Score, Task
+from ..protocol import EndTask
 from ..log.events import EventLog, truncate
 from ..log.totals import compute_totals
 
@@ -31,13 +32,20 @@ def run_gold(task: Task, env: Environment, out_dir: str | Path, *, truncated: bo
             raise NoGold(f"task {task.id} has no reference actions")
         actions, end = gold
         if truncated:
-            if not actions:
+            # multi-turn gold (BFCL) interleaves EndTask items that close user turns: drop the last call
+            calls_at = [i for i, a in enumerate(actions) if not isinstance(a, EndTask)]
+            if not calls_at:
                 raise NoGold(f"task {task.id} has no reference actions to truncate")
-            actions = actions[:-1]
+            actions = actions[:calls_at[-1]] + actions[calls_at[-1] + 1:]
         log.emit("delegate", "gold", "orchestrator", harness={
-            "subgoal": task.instruction, "context": "", "tools": sorted({a.tool for a in actions}),
-            "step_budget": len(actions), "model": None, "constraints": []})
+            "subgoal": task.instruction, "context": "", "step_budget": len(actions), "model": None,
+            "tools": sorted({a.tool for a in actions if not isinstance(a, EndTask)}), "constraints": []})
         for call in actions:
+            if isinstance(call, EndTask):  # a reference end action inside the list ends a user turn
+                log.emit("complete", "orchestrator", None, action=call.action, answer=call.answer,
+                         message=call.message, submission=call.reason)
+                env.end_turn(call)
+                continue
             log.next_step()
             result = env.execute(call, "gold")
             log.emit("tool_call", "gold", "orchestrator", tool=call.tool, args=call.args, ok=result.ok,
