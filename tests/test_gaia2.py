@@ -182,6 +182,17 @@ def test_notification_mid_run_and_paused_time(are_python):
         env.close()
 
 
+def test_are_tool_failure_injection(are_python):
+    task = fixture_task("gaia2_fx_search_apartment")
+    env = BENCH.make_env(task, {"tool_failure_probability": 1.0})
+    env.reset(task)
+    try:
+        res = env.execute(ToolCall(tool="RentAFlat__list_all_apartments", args={}), "w")
+        assert not res.ok and "Retry again later" in res.error
+    finally:
+        env.close()
+
+
 def test_multi_turn_loops_until_last_turn(are_python):
     env = Gaia2Env()
     env.reset(fixture_task("gaia2_fx_execution_two_turns"))

@@ -9,7 +9,8 @@ Options (from `porchestra eval` flags and env_options):
     category   keep one GAIA2 category (execution, search, adaptability, time, ambiguity)
     ids, limit select tasks
     judge      scripted (default, no LLM) | llm (needs judge_model) | none
-    judge_model, think_time_s   see Gaia2Env
+    judge_model, think_time_s, tool_failure_probability   see Gaia2Env (ARE's own random tool
+               failures, GAIA2's robustness phase; off by default)
 """
 
 from __future__ import annotations
@@ -209,8 +210,10 @@ class Gaia2Benchmark(Benchmark):
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
         judge = options.get("judge") or ("llm" if options.get("judge_model") else "scripted")
         think = options.get("think_time_s")
+        fail = options.get("tool_failure_probability")
         return Gaia2Env(judge=judge, think_time_s=float(think) if think is not None else None,
-                        judge_model=options.get("judge_model"))
+                        judge_model=options.get("judge_model"),
+                        tool_failure_probability=float(fail) if fail else None)
 
 
 def _read_ids(ids: Any) -> set[str]:

@@ -39,7 +39,8 @@ class Gaia2Env(Environment):
     default_budgets = {"global_steps": 300, "worker_steps": 30, "max_workers": 10}
 
     def __init__(self, judge: str = "scripted", think_time_s: float | None = None,
-                 judge_model: Any = None, python: str | None = None, timeout_s: float = 600.0):
+                 judge_model: Any = None, python: str | None = None, timeout_s: float = 600.0,
+                 tool_failure_probability: float | None = None):
         if judge not in JUDGES:
             raise ValueError(f"judge must be one of {JUDGES}, not {judge!r}")
         self.judge = judge
@@ -47,6 +48,7 @@ class Gaia2Env(Environment):
         self.judge_model = judge_model  # a Model (or spec string) for judge="llm"
         self.python = python
         self.timeout_s = timeout_s
+        self.tool_failure_probability = tool_failure_probability  # ARE's own injected tool errors
         self._gateway: Any = None
         self._client: AREClient | None = None
         self._think_lock = threading.Lock()
@@ -72,7 +74,8 @@ class Gaia2Env(Environment):
         if source.get("tutorial"):
             self.info = self._client.request("load", tutorial=source["tutorial"], judge=self.judge)
         elif source.get("scenario"):
-            self.info = self._client.request("load", scenario=source["scenario"], judge=self.judge)
+            self.info = self._client.request("load", scenario=source["scenario"], judge=self.judge,
+                                             tool_failure_probability=self.tool_failure_probability)
         else:
             raise AREError(f"task {task.id} has no GAIA2 scenario in its payload")
         self._nb_turns = int(self.info.get("nb_turns") or 1)

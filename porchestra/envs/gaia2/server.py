@@ -215,7 +215,14 @@ class Session:
         cfg = ScenarioRunnerConfig()
         if judge_config is not None:
             _memoize_judge_templates()
-        preprocess_scenario(scenario, judge_config=judge_config,
+        augmentation = None
+        if self.source.get("tool_failure_probability"):  # GAIA2's robustness phase: random tool errors
+            from are.simulation.types import ToolAugmentationConfig
+
+            augmentation = ToolAugmentationConfig(
+                tool_failure_probability=float(self.source["tool_failure_probability"]),
+                apply_tool_name_augmentation=False, apply_tool_description_augmentation=False)
+        preprocess_scenario(scenario, judge_config=judge_config, tool_augmentation_config=augmentation,
                             max_scenario_duration=get_scenario_duration(
                                 scenario, cfg.max_time_scenario_duration, cfg.max_scenario_duration))
         return scenario
@@ -226,7 +233,8 @@ class Session:
 
         if self.env is not None:
             raise RuntimeError("a scenario is already loaded in this process")
-        self.source = {"tutorial": req.get("tutorial"), "scenario": req.get("scenario")}
+        self.source = {"tutorial": req.get("tutorial"), "scenario": req.get("scenario"),
+                       "tool_failure_probability": req.get("tool_failure_probability")}
         if not self.source["tutorial"] and not self.source["scenario"]:
             raise ValueError("load needs 'scenario' (JSON text) or 'tutorial' (name)")
         judge = req.get("judge", "scripted")
