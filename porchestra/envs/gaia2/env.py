@@ -70,6 +70,14 @@ class Gaia2Env(Environment):
         self.close()
         self._reset_state()
         self._client = AREClient(self.python, self.timeout_s, engine=self._engine)
+        try:
+            self._load(task)
+        except BaseException:
+            self.close()  # no orphaned ARE process when loading fails
+            raise
+
+    def _load(self, task: Task) -> None:
+        assert self._client is not None
         source = task.payload.get("source") or {}
         if source.get("tutorial"):
             self.info = self._client.request("load", tutorial=source["tutorial"], judge=self.judge)

@@ -326,7 +326,11 @@ class Session:
         (the start of a task, or the next turn of a multi-turn scenario)."""
         from are.simulation.apps.system import WaitForNotificationTimeout
 
-        system = next(a for a in self.scenario.apps if type(a).__name__ == "SystemApp")
+        system = next((a for a in self.scenario.apps or [] if type(a).__name__ == "SystemApp"), None)
+        if system is None:  # nothing can jump time: take what is due now
+            self._drain()
+            return {"time": self._now(), "stopped": self.stopped,
+                    "user_message": any(m["type"] == "USER_MESSAGE" for m in self.pending)}
         deadline = self._now() + float(req.get("max_s") or 3600)
         timeout_text = f"{system.name}: Wait for notification timeout"
         for _ in range(int(req.get("max_jumps") or 200)):
