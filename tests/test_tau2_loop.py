@@ -53,10 +53,10 @@ def retail_task():
 
 def test_retail_with_scripted_user_simulator(tmp_path):
     task = retail_task()
-    env = Tau2Benchmark().make_env(task, {})
     user = ScriptedModel(["Hi, I want to cancel my pending order #W9348897, I no longer need it. "
                           "My email is daikisanchez1479@example.com.",
                           "Great, thanks! ###STOP###"], name="scripted:user")
+    env = Tau2Benchmark().make_env(task, {"user_model": user})
     tools = ["send_message_to_user", "find_user_id_by_email", "cancel_pending_order"]
     m = models([delegate("Serve the customer", tools)],
                [call("send_message_to_user", message="Hello! How can I help you today?"),
@@ -64,7 +64,7 @@ def test_retail_with_scripted_user_simulator(tmp_path):
                 call("cancel_pending_order", order_id="#W9348897", reason="no longer needed"),
                 call("send_message_to_user", message="Your camera order is cancelled; 481.50 will be refunded.")])
     r = run_task(task, env, CFG, out_dir=tmp_path, models=m,
-                 wrap_runtime=lambda rt: env.bind_models(rt.gateway, user=user))
+                 wrap_runtime=lambda rt: env.bind_gateway(rt.gateway))
     assert r.reason == "environment_stopped"
     assert r.success is True, r
     ev = events_of(r.events_path)
@@ -73,6 +73,27 @@ def test_retail_with_scripted_user_simulator(tmp_path):
     assert "cancel my pending order" in ev[[e["event"] for e in ev].index("tool_call")]["output"]["text"]
     checks = ev[-1]["check_details"]["checks"]
     assert checks["DB"]["ok"] and checks["COMMUNICATE"]["ok"]
+
+
+def test_telecom_with_user_simulator_acting_on_its_phone(tmp_path):
+    bench = Tau2Benchmark()
+    task = bench.load_tasks({"domain": "telecom", "split": "small", "limit": 1, "solo": False})[0]
+    assert task.metadata["solo"] is False and "send_message_to_user" in task.instruction
+    user = ScriptedModel(["My mobile data is not working, I'm abroad in France. Phone 555-123-2002.",
+                          '{"tool": "toggle_roaming", "arguments": {}}',
+                          "I turned data roaming on and the speed test says excellent. ###STOP###"],
+                         name="scripted:user")
+    env = bench.make_env(task, {"user_model": user})
+    m = models([delegate("Help the customer", ["send_message_to_user", "get_customer_by_phone"])],
+               [call("send_message_to_user", message="Hello, how can I help?"),
+                call("get_customer_by_phone", phone_number="555-123-2002"),
+                call("send_message_to_user", message="Roaming is enabled on your line; please turn on data roaming on your phone.")])
+    r = run_task(task, env, CFG, out_dir=tmp_path, models=m, wrap_runtime=lambda rt: env.bind_gateway(rt.gateway))
+    assert r.reason == "environment_stopped" and r.success is True, r
+    replies = [e["output"]["text"] for e in events_of(r.events_path) if e["event"] == "tool_call"
+               and e["tool"] == "send_message_to_user"]
+    assert "toggle_roaming" not in replies[-1]  # the user's own tool call never reaches the agent
+    assert "excellent" in replies[-1]
 
 
 def test_retail_without_user_model_is_a_tool_error(tmp_path):

@@ -2,7 +2,9 @@
 
 Options: domain (telecom | retail | airline; default telecom), solo (default true for telecom, false
 otherwise), split (a split of the domain's split_tasks.json; default `base`), ids (list or a file with
-one id per line), limit.
+one id per line), limit, user_model / judge_model (model specs or Model objects for the user
+simulator and the NL-assertion judge; their calls go through the Gateway given to
+`Tau2Env.bind_gateway`).
 """
 
 from __future__ import annotations
@@ -86,4 +88,5 @@ class Tau2Benchmark(Benchmark):
 
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
         domain, solo = self._opts({**options, "domain": task.metadata.get("domain", options.get("domain"))})
-        return Tau2Env(domain=domain, solo=task.metadata.get("solo", solo))
+        return Tau2Env(domain=domain, solo=task.metadata.get("solo", solo),
+                       user_model=options.get("user_model"), judge_model=options.get("judge_model"))

@@ -13,12 +13,12 @@ Mapping onto the orchestrator/worker loop:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ...models.base import Model
 from ...models.gateway import Gateway, complete_text
 from ...protocol import EndTask, ToolCall
-from ...tools.base import Tool, ToolResult, tool_from_function
+from ...tools.base import Tool, ToolError, ToolResult, tool_from_function
 from ..base import Environment, Score, Task
 from . import scoring
 from .domains import SOLO_DOMAINS, domain_spec, user_simulator_guidelines
@@ -34,15 +34,16 @@ class Tau2Env(Environment):
     end_action = "complete"
     default_budgets = {"global_steps": 300, "worker_steps": 30}
 
-    def __init__(self, domain: str = "telecom", solo: bool | None = None):
+    def __init__(self, domain: str = "telecom", solo: bool | None = None, *,
+                 user_model: Model | str | None = None, judge_model: Model | str | None = None):
         domain_spec(domain)  # fail early on a bad domain or a missing installation
         self.domain = domain
         self.solo = (domain in SOLO_DOMAINS) if solo is None else bool(solo)
         if self.solo and domain not in SOLO_DOMAINS:
             raise ValueError(f"solo mode needs a ticket and user-side tools; domain {domain} has neither")
         self._gateway: Gateway | None = None
-        self._user_model: Model | None = None
-        self._judge_model: Model | None = None
+        self._user_model = user_model  # a Model or a model spec (made on first use)
+        self._judge_model = judge_model
         self.task: Task | None = None
         self.state: Tau2State | None = None
         self._tools: list[Tool] = []
@@ -52,10 +53,33 @@ class Tau2Env(Environment):
         self.transcript: list[str] = []  # for the NL-assertion judge
         self._end_turns = 0
 
+    def bind_gateway(self, gateway: Gateway) -> None:
+        """The run's Gateway: user-simulator and judge calls are logged through it (roles `user`/`judge`)."""
+        self._gateway = gateway
+
     def bind_models(self, gateway: Gateway, *, user: Model | None = None, judge: Model | None = None) -> None:
-        """Give the environment its own LLMs (user simulator, NL-assertion judge); calls are logged
-        through `gateway` with roles `user` / `judge`."""
-        self._gateway, self._user_model, self._judge_model = gateway, user, judge
+        """bind_gateway plus the environment's own LLMs (overriding those given at construction)."""
+        self._gateway = gateway
+        self._user_model = user if user is not None else self._user_model
+        self._judge_model = judge if judge is not None else self._judge_model
+
+    def _llm(self, role: str) -> Callable[[list[dict[str, str]]], str] | None:
+        model = self._user_model if role == "user" else self._judge_model
+        if model is None:
+            return None
+        if self._gateway is None:
+            raise RuntimeError(f"Tau2Env has a {role} model but no Gateway: call bind_gateway(run gateway) "
+                               "so that its calls are logged")
+        if isinstance(model, str):
+            from ...models.registry import ModelOptions, make_model
+
+            model = make_model(model, role, ModelOptions())
+            if role == "user":
+                self._user_model = model
+            else:
+                self._judge_model = model
+        gateway = self._gateway
+        return lambda msgs: complete_text(gateway, model, msgs, role=role, component=role, agent_id=role)
 
     # --- lifecycle -------------------------------------------------------------------------------
     def reset(self, task: Task) -> None:
@@ -97,18 +121,14 @@ class Tau2Env(Environment):
 
     def _simulator(self) -> UserSimulator:
         if self.user is None:
-            if self._user_model is None or self._gateway is None:
-                from ...tools.base import ToolError
-
-                raise ToolError("no user simulator is configured (set user_model; the environment needs "
-                                "bind_models(gateway, user=...))")
-            gateway, model = self._gateway, self._user_model
+            complete = self._llm("user")
+            if complete is None:
+                raise ToolError("no user simulator is configured (set user_model)")
             user_tools = [t for t in make_tools(self.domain, self._state, user_side=True) if t.meta["side"] == "user"]
             scenario = _scenario_text(self._raw())
             self.user = UserSimulator(
                 user_simulator_guidelines(with_tools=bool(user_tools)), scenario,
-                lambda msgs: complete_text(gateway, model, msgs, role="user", component="user", agent_id="user"),
-                tools=user_tools)
+                complete, tools=user_tools)
         return self.user
 
     def _raw(self) -> dict[str, Any]:
@@ -154,13 +174,11 @@ class Tau2Env(Environment):
         return scoring.tau2_score(basis=basis, components=components, nl=nl, ended_normally=ended)
 
     def _judge(self, assertions: list[str], final: str | None) -> dict[str, Any]:
-        if self._judge_model is None or self._gateway is None:
+        judge = self._llm("judge")
+        if judge is None:
             return {"judged": False, "reason": "no judge model configured", "assertions": assertions}
-        gateway, model = self._gateway, self._judge_model
         transcript = self.transcript + ([f"assistant: {final}"] if final else [])
-        return scoring.judge_nl_assertions(
-            lambda msgs: complete_text(gateway, model, msgs, role="judge", component="judge", agent_id="judge"),
-            assertions, transcript)
+        return scoring.judge_nl_assertions(judge, assertions, transcript)
 
     def gold(self) -> tuple[list[ToolCall], EndTask] | None:
         crit = self._raw().get("evaluation_criteria") or {}
