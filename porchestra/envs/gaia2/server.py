@@ -449,6 +449,9 @@ def _quiet() -> Any:
 
 
 def main() -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    # the script's folder (porchestra's venv.py, env.py, ...) must not shadow modules ARE imports
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     channel = Channel(_quiet())
     session = Session(channel)
     while True:
