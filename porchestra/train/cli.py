@@ -194,6 +194,7 @@ def _train_opts() -> dict[str, tuple[Any, Any]]:
         save_every=(int, typer.Option(50, "--save-every", min=1)),
         seed=(int, typer.Option(0, "--seed")),
         warmup_steps=(int, typer.Option(0, "--warmup-steps", min=0)),
+        threads=(Optional[int], typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's).")),
     )
 
 

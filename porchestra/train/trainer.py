@@ -58,6 +58,7 @@ class TrainSettings(BaseModel):
     keep_checkpoints: int = 2
     seed: int = 0
     save_final: bool = True
+    threads: int | None = None  # torch CPU threads; 1 is far faster on an oversubscribed machine
 
 
 Objective = Callable[[Ctx, Teacher | None, list[Item]], tuple[torch.Tensor, dict[str, Any]]]
@@ -75,6 +76,8 @@ def run_training(cfg: TrainSettings, items: list[Item], objective: Objective, ne
     from transformers import AutoModelForCausalLM, get_linear_schedule_with_warmup
 
     apply_in_process()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt = latest_checkpoint(out)

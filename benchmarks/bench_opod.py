@@ -1,0 +1,175 @@
+"""Benchmark (not a test): time and peak memory of one OPOD step vs an SFT step on the same decisions,
+and vs TRL's SDFTTrainer doing equivalent work (on-policy samples at the same contexts, base-weights
+teacher seeing the hint, full-vocabulary reverse KL, LoRA).
+
+    python benchmarks/bench_opod.py [--model local:smollm2] [--decisions 4] [--new-tokens 64] [--steps 3]
+
+Each variant runs in a fresh subprocess (clean peak memory: RSS on CPU, torch's allocator peak on
+GPU) for `--steps` steps after one warm-up step; the median step time is reported. Decisions are
+the fixture trajectories' delegation contexts (tests/fixtures/train), each with a hint.
+
+Variants
+    sft        likelihood of the stored decisions (porchestra SFT step)
+    opod       porchestra OPOD step: RWR on the stored decisions + OPD (sample, teacher, chunked KL)
+    opd        porchestra OPD term alone (what TRL's trainer does)
+    trl_sdft   trl.experimental.sdft.SDFTTrainer, distillation_mode=full_logits, alpha=1 (reverse KL),
+               teacher_model_kind=base, num_generations=1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736",
+          "MALLOC_TOP_PAD_": "1073741824"}
+HINT = "The worker needs execute_python: include it in the delegated tools."
+
+
+def _items(n: int):
+    sys.path.insert(0, str(ROOT))
+    from porchestra.train.data import Item
+    from porchestra.train.records import collect_records
+
+    recs = [r for r in collect_records([ROOT / "tests" / "fixtures" / "train"]) if r.valid]
+    recs = (recs * (n // len(recs) + 1))[:n]
+    return [Item(r.decision_id, r.messages, r.decision, 1.0, HINT, r.hint_slot) for r in recs]
+
+
+def _peak(device) -> float:
+    from porchestra.train.metrics import peak_memory_mb
+
+    return peak_memory_mb(device)
+
+
+def run_ours(args) -> dict:
+    import torch
+
+    from porchestra.train.data import Encoder
+    from porchestra.train.modelio import LoraSettings, Teacher, add_lora, load_merged
+    from porchestra.train.objectives import Ctx, GenSettings, OPODSettings, likelihood_loss, opod_loss
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model, tok, _ = load_merged(args.model)
+    model = add_lora(model, LoraSettings(r=16)).to(device)
+    model.train()
+    teacher = Teacher.frozen_from(model)
+    ctx = Ctx(model, Encoder(tok), device, args.chunk, args.bf16)
+    items = _items(args.decisions)
+    if args.variant == "opd":
+        for it in items:
+            it.weight = 0.0
+    cfg = OPODSettings(lam=1.0, gen=GenSettings(max_new_tokens=args.new_tokens))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    times, toks = [], 0
+    for step in range(args.steps + 1):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        if args.variant == "sft":
+            loss, m = likelihood_loss(ctx, items)
+        else:
+            loss, m = opod_loss(ctx, teacher, items, cfg)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if step:  # the first step warms up
+            times.append(time.perf_counter() - t0)
+            toks += m.get("tokens_opd", 0) + m.get("tokens_rwr", 0)
+    return {"variant": args.variant, "step_s": statistics.median(times), "peak_mb": _peak(device),
+            "tokens_per_step": toks / max(1, len(times)), "device": device.type}
+
+
+def run_trl(args) -> dict:
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl.experimental.sdft import SDFTConfig, SDFTTrainer
+
+    from porchestra.train.modelio import load_merged, resolve_base_dir
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    _, tok, base_dir = load_merged(args.model)
+    items = _items(args.decisions)
+    ds = Dataset.from_list([{"prompt": it.messages, "privileged_context": it.hint} for it in items])
+    times: list[float] = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, a, s, c, **kw):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, a, s, c, **kw):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - self.t0)
+
+    cfg = SDFTConfig(output_dir=str(Path(args.tmp) / "trl"), per_device_train_batch_size=len(items),
+                     num_generations=1, max_completion_length=args.new_tokens, max_prompt_length=4096,
+                     distillation_mode="full_logits", distillation_alpha=1.0, teacher_model_kind="base",
+                     max_steps=args.steps + 1, learning_rate=1e-5, logging_steps=1, report_to="none",
+                     save_strategy="no", use_cpu=not torch.cuda.is_available(), bf16=args.bf16,
+                     gradient_checkpointing=False, shuffle_dataset=False, disable_dropout=True)
+    model = AutoModelForCausalLM.from_pretrained(base_dir or resolve_base_dir(args.model), dtype=torch.float32)
+    trainer = SDFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok,
+                          peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                 task_type="CAUSAL_LM"), callbacks=[Timer()])
+    trainer.train()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return {"variant": "trl_sdft", "step_s": statistics.median(times[1:] or times), "peak_mb": _peak(device),
+            "device": device.type}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="local:smollm2")
+    ap.add_argument("--decisions", type=int, default=4)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--chunk", type=int, default=512)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--variants", default="sft,opod,opd,trl_sdft")
+    ap.add_argument("--variant", help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", default="/tmp/porchestra-bench")
+    args = ap.parse_args()
+    if args.variant:  # child process
+        res = run_trl(args) if args.variant == "trl_sdft" else run_ours(args)
+        print("RESULT " + json.dumps(res))
+        return
+    results = {}
+    for v in args.variants.split(","):
+        cmd = [sys.executable, __file__, "--variant", v] + [a for a in sys.argv[1:] if not a.startswith("--variants")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **MALLOC}, cwd=ROOT)
+        line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if line is None:
+            print(f"{v}: failed\n{proc.stderr[-2000:]}")
+            continue
+        results[v] = json.loads(line[7:])
+        r = results[v]
+        print(f"{v:9s} step {r['step_s']:.3f} s   peak {r['peak_mb']:.0f} MB   ({r['device']})")
+    base = results.get("sft")
+    for v, r in results.items():
+        if base and v != "sft":
+            print(f"ratio {v}/sft: time {r['step_s'] / base['step_s']:.2f}x  memory {r['peak_mb'] / base['peak_mb']:.2f}x")
+    if "opd" in results and "trl_sdft" in results:
+        a, b = results["opd"], results["trl_sdft"]
+        print(f"ratio opd/trl_sdft: time {a['step_s'] / b['step_s']:.2f}x  memory {a['peak_mb'] / b['peak_mb']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
