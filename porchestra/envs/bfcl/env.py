@@ -11,6 +11,7 @@ Scoring is BFCL's multi-turn checker (state + execution-response checks per turn
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
@@ -85,7 +86,8 @@ class BFCLEnv(Environment):
             value = self.methods[name](**args)
         except Exception as e:  # BFCL shows the model "Error during execution: ..." and goes on
             return ToolResult(False, error=f"Error during execution: {e}")
-        return ToolResult(True, output=result_text(value), data=value if isinstance(value, (dict, list)) else None)
+        text = result_text(value)
+        return ToolResult(True, output=text, data=_jsonable(value))
 
     # --- turns -------------------------------------------------------------------------------------
     def notifications(self) -> list[str]:
@@ -151,6 +153,14 @@ class BFCLEnv(Environment):
     def prompt_vars(self) -> dict[str, Any]:
         return {"category": self.category, "turns": len(self.entry.get("question", [])),
                 "involved_classes": list(self.entry.get("involved_classes", []))}
+
+
+def _jsonable(value: Any) -> Any:
+    """The structured result when it is plain JSON (backends may return mpmath numbers and such)."""
+    try:
+        return json.loads(json.dumps(value)) if isinstance(value, (dict, list)) else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _brief(details: Any, limit: int = 4000) -> Any:
