@@ -89,7 +89,7 @@ def test_short_chat_with_real_usage(model: LocalModel) -> None:
                                   "You are done: the file says 42. Finish and report it."])
 def test_worker_schema_replies_are_valid_json(model: LocalModel, task: str) -> None:
     c = model.complete([{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}],
-                       schema=WORKER_SCHEMA, max_tokens=160)
+                       schema=WORKER_SCHEMA, max_tokens=96)
     reply = json.loads(c.text)
     jsonschema.validate(reply, WORKER_SCHEMA)
     assert c.raw["constrained"] == "strict" and c.raw["finish_reason"] == "stop"
