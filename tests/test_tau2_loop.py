@@ -129,3 +129,31 @@ def test_nl_assertions_judged_separately(tmp_path, verdict):
     assert nl["judged"] is True and nl["passed"] is verdict
     judged = [e for e in events_of(tmp_path / "events.jsonl") if e["event"] == "llm_call"]
     assert len(judged) == 1 and judged[0]["role"] == "judge"
+
+
+def test_end_action_message_goes_to_the_customer(tmp_path):
+    task = retail_task()
+    user = ScriptedModel(["I want to cancel an order.", "Wait, which one? I have two.", "OK bye ###STOP###"],
+                         name="scripted:user")
+    env = Tau2Benchmark().make_env(task, {"user_model": user})
+    log = EventLog(tmp_path / "events.jsonl", "r", task.id)
+    env.reset(task)
+    env.bind_gateway(Gateway(log))
+    from porchestra.protocol import EndTask, ToolCall
+
+    assert env.execute(ToolCall(tool="send_message_to_user", args={"message": "Hi!"}), "w").output == \
+        "I want to cancel an order."
+    assert env.end_turn(EndTask(answer="Your order is cancelled.")) == "Wait, which one? I have two."
+    assert not env.is_stopped()
+    assert env.end_turn(EndTask(answer="Order #W9348897.")) is None and env.is_stopped()
+    bad = env.execute(ToolCall(tool="send_message_to_user", args={"text": "x"}), "w")
+    assert not bad.ok and "invalid arguments" in bad.error
+
+
+def test_user_model_failure_ends_the_run(tmp_path):
+    task = retail_task()
+    user = ScriptedModel([], name="scripted:user")  # exhausted at once
+    env = Tau2Benchmark().make_env(task, {"user_model": user})
+    m = models([delegate("Serve", ["send_message_to_user"])], [call("send_message_to_user", message="Hello")])
+    r = run_task(task, env, CFG, out_dir=tmp_path, models=m, wrap_runtime=lambda rt: env.bind_gateway(rt.gateway))
+    assert r.reason.startswith("model_exhausted")

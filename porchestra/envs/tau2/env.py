@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ...models.base import Model
+from ...models.base import Model, ModelError
 from ...models.gateway import Gateway, complete_text
 from ...protocol import EndTask, ToolCall
 from ...tools.base import Tool, ToolError, ToolResult, tool_from_function
@@ -104,6 +104,16 @@ class Tau2Env(Environment):
         return list(self._tools)
 
     def execute(self, call: ToolCall, agent_id: str) -> ToolResult:
+        if call.tool == "send_message_to_user" and not self.solo:
+            # called directly, not through Tool.run, so that a failing user model (ModelError) ends the
+            # run with its reason instead of becoming an observation the agent might loop on
+            message = (call.args or {}).get("message")
+            if not isinstance(message, str) or set(call.args) != {"message"}:
+                return ToolResult(False, error="invalid arguments for send_message_to_user: expected {\"message\": <text>}")
+            try:
+                return ToolResult(True, output=self._send_message_to_user(message))
+            except ToolError as e:
+                return ToolResult(False, error=str(e))
         result = super().execute(call, agent_id)
         if call.tool != "send_message_to_user":
             self.calls.append({"tool": call.tool, "args": dict(call.args), "ok": result.ok, "agent_id": agent_id})
@@ -178,7 +188,10 @@ class Tau2Env(Environment):
         if judge is None:
             return {"judged": False, "reason": "no judge model configured", "assertions": assertions}
         transcript = self.transcript + ([f"assistant: {final}"] if final else [])
-        return scoring.judge_nl_assertions(judge, assertions, transcript)
+        try:
+            return scoring.judge_nl_assertions(judge, assertions, transcript)
+        except ModelError as e:  # the judge is reported apart: its failure must not void the score
+            return {"judged": False, "error": f"{type(e).__name__}: {e}", "assertions": assertions}
 
     def gold(self) -> tuple[list[ToolCall], EndTask] | None:
         crit = self._raw().get("evaluation_criteria") or {}
