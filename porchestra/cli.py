@@ -139,7 +139,7 @@ def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: 
         env = GeneralEnv(workspace=workspace, allow_unisolated=allow_unisolated, **cfg.env_options)
         return the_task, env
     bench = load_benchmark(cfg.env)
-    options = {**cfg.env_options, "ids": [task]}
+    options = {**cfg.env_options, "ids": [task], "judge_model": cfg.judge_model, "user_model": cfg.user_model}
     tasks = [t for t in bench.load_tasks(options) if t.id == task]
     if not tasks:
         raise BenchmarkError(f"TASK: no task with id {task!r} in benchmark {cfg.env!r}")

@@ -83,6 +83,7 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
             models = models or build_models(cfg)
             env.reset(task)
             gateway = Gateway(log, PriceTable(cfg.prices), thinking=env.thinking)
+            env.bind_gateway(gateway)
             rt = Runtime(task, env, cfg, policy, models, log, gateway)
             if cfg.faults:  # configured faults wrap the tool layer first; wrap_runtime may add more
                 from .faults import install_faults

@@ -83,6 +83,10 @@ class Environment:
         task, or None when the task is over."""
         return None
 
+    def bind_gateway(self, gateway: Any) -> None:
+        """Called once per task with the task's model Gateway, so environment-side LLM calls (an LLM
+        judge, a user simulator) go through the one model layer and land in the event log."""
+
     # --- scoring -------------------------------------------------------------------------------
     def evaluate(self, end: EndTask | None) -> Score:
         """Score the finished episode. `end` is None when the run ended without an end action."""

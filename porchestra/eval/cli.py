@@ -91,7 +91,8 @@ def eval_cmd(
         benchmark = load_benchmark(bench)
         options: dict[str, Any] = {**cfg.env_options, "subset": subset, "split": split, "ids": _read_ids(ids),
                                    "limit": limit, "scenarios": scenarios, "domain": domain, "category": category,
-                                   "instances": instances, "snapshot": snapshot, "hf": hf, "policy": the_policy}
+                                   "instances": instances, "snapshot": snapshot, "hf": hf, "policy": the_policy,
+                                   "judge_model": cfg.judge_model, "user_model": cfg.user_model}
         options = {k: v for k, v in options.items() if v is not None}
         plan = EvalPlan(bench, options, cfg, the_policy, trials, _parse_shard(shard), max_concurrency, retries,
                         backend, {"ray_address": ray_address})

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..envs.base import Environment, Score, Task
 from ..protocol import EndTask
+from ..protocol import EndTask
 from ..log.events import EventLog, truncate
 from ..log.totals import compute_totals
 
@@ -51,12 +52,13 @@ def run_gold(task: Task, env: Environment, out_dir: str | Path, *, truncated: bo
             log.emit("tool_call", "gold", "orchestrator", tool=call.tool, args=call.args, ok=result.ok,
                      output=truncate(result.output, 4000), error=result.error)
             env.notifications()  # let dynamic environments advance as they would in a real run
-        log.emit("complete", "orchestrator", None, action=end.action, answer=end.answer, message=end.message,
-                 submission=end.reason)
-        for _ in range(1000):  # multi-turn gold: let the environment run out its scripted turns
-            if env.end_turn(end) is None:
-                break
-        score = env.evaluate(end)
+        if ending is not None:
+            log.emit("complete", "orchestrator", None, action=ending.action, answer=ending.answer,
+                     message=ending.message, submission=ending.reason)
+            for _ in range(1000):  # multi-turn gold: let the environment run out its scripted turns
+                if env.end_turn(ending) is None:
+                    break
+        score = env.evaluate(ending)
     finally:
         env.close()
     log.emit("task_end", success=score.success, score=score.score, reason="gold replay",
