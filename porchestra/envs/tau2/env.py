@@ -7,8 +7,9 @@ Mapping onto the orchestrator/worker loop:
   waiting. Workers talk to the customer with `send_message_to_user(message)`; the tool's result is the
   customer's reply (an LLM of role `user`; its calls go through the Gateway given to
   `bind_gateway`). The orchestrator's end action is also a message to the customer: if the customer
-  answers without ending the conversation, `end_turn` returns that answer as the next user message and the loop continues. When
-  the customer ends the conversation (###STOP### etc.) `is_stopped()` becomes true.
+  answers without ending the conversation, `end_turn` returns that answer as the next user message
+  and the loop continues. When the customer ends the conversation (###STOP### etc.) `is_stopped()`
+  becomes true and the run ends.
 """
 
 from __future__ import annotations
