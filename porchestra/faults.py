@@ -13,7 +13,7 @@ seeded), `calls=N` (after N calls of the tool went through).
 
 Spec strings (CLI): faults separated by commas, each `TYPE:TARGET[:ARG][@TRIGGER]`, e.g.
     revoke:buy@first    transient:price:0.5@calls=2    rename:buy:purchase@step=4
-    schema:buy:item->name    revoke:*@step=3-8     (`*`: a seeded random tool)
+    schema:buy:item->name    revoke:*@step=3-8     (`*`: a seeded random tool a live worker holds)
 """
 
 from __future__ import annotations
@@ -132,8 +132,12 @@ class FaultLayer:
 
     # --- activation -------------------------------------------------------------------------------
     def _resolve(self, f: _Fault, names: list[str]) -> None:
-        if f.target is None and names:
-            f.target = f.rng.choice(sorted(names))
+        """`*`: a seeded choice among the tools live workers hold (so that the fault can be hit),
+        else among all tools; made when the fault activates (step trigger) or at the first call."""
+        if f.target is not None or not names:
+            return
+        held = sorted({t for w in self.rt.workers.values() if w.live for t in w.harness.tools if t in names})
+        f.target = f.rng.choice(held or sorted(names))
 
     def _activate(self, f: _Fault, agent_id: str) -> None:
         f.active = True
@@ -142,8 +146,8 @@ class FaultLayer:
 
     def _tick(self, names: list[str]) -> None:
         for f in self.faults:
-            self._resolve(f, names)
             if not f.active and f.spec.trigger == "step" and self.rt.log.step >= (f.at or 0):
+                self._resolve(f, names)
                 self._activate(f, "orchestrator")
 
     # --- the interface ------------------------------------------------------------------------------
@@ -165,8 +169,11 @@ class FaultLayer:
 
     def execute(self, call: ToolCall, agent_id: str) -> ToolResult:
         with self._lock:
-            self._tick([t.name for t in self.inner.tools()])
+            names = [t.name for t in self.inner.tools()]
+            self._tick(names)
             for f in self.faults:
+                if f.spec.trigger != "step":
+                    self._resolve(f, names)
                 broken = self._apply(f, call, agent_id)
                 if isinstance(broken, ToolResult):
                     return broken
