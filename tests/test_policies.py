@@ -198,3 +198,22 @@ def test_concurrent_reports_reach_the_right_worker(tmp_path, cfg, ledger_task):
     for text in ("A blocked", "B blocked", "A finished"):
         assert text in final
     assert r.answer == "8"
+
+
+def test_trigger_fires_on_a_code_error_in_a_successful_call(tmp_path, cfg, ledger_task):
+    class CodeEnv(LedgerEnv):
+        def tools(self):
+            def run(code: str) -> str:
+                """Run code."""
+                return "Traceback (most recent call last):\n  ZeroDivisionError" if "/0" in code else "ok"
+            return super().tools() + [tool_from_function(run)]
+
+    work = [call("run", code="1+1"), call("run", code="1/0"), call("buy", item="apple"), call("buy", item="pear"),
+            call("total"), report("finish", "8")]
+    orch = [delegate("compute", ["run", "buy", "total"]), noop_revise(), complete("8")]
+    r = run_task(ledger_task, CodeEnv(), cfg, out_dir=tmp_path, models=models(orch, work), policy=TriggerPolicy())
+    ev = events_of(r.events_path)
+    idx = [i for i, e in enumerate(ev) if e["event"] == "llm_call" and e["role"] == "orchestrator"]
+    assert [ev[i]["handoff"]["kind"] for i in idx[1:]] == ["trigger", "report"]
+    assert _tool_calls_before(ev, idx[1]) == 2 and all(e["ok"] for e in of(ev, "tool_call"))
+    assert "code error" in ev[idx[1]]["messages"][1]["content"] and r.success is True

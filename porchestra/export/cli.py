@@ -57,3 +57,9 @@ def export_otel_cmd(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in spans), encoding="utf-8")
         typer.echo(f"wrote {target} ({len(spans)} spans)")
+
+
+def register(group: typer.Typer) -> None:
+    """Add `atif` and `otel` to an existing `export` command group (shared with `records|sft`)."""
+    group.command("atif")(export_atif_cmd)
+    group.command("otel")(export_otel_cmd)

@@ -9,6 +9,7 @@ Workers in these modes cannot send `revise`: proactive feedback is exactly what 
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from .base import ControlPolicy
@@ -26,14 +27,32 @@ class AOrchestraPolicy(ControlPolicy):
     can_revise = False  # the orchestrator only delegates anew or ends; returned workers are over
 
 
+CODE_ERROR = re.compile(r"Traceback \(most recent call last\)|\[exit code [1-9]\d*\]|\[timed out")
+
+
+def _last_output(rt: "Runtime", worker: "Worker") -> str:
+    for e in reversed(rt.log.events):
+        if e["event"] == "tool_call" and e["agent_id"] == worker.id:
+            return (e.get("output") or {}).get("text", "")
+    return ""
+
+
 class TriggerPolicy(ControlPolicy):
+    """A tool error is a failed call; a code error is a call that ran but whose output shows a
+    traceback or a non-zero exit (e.g. SWE-bench `bash`, which reports `[exit code N]`)."""
+
     name = "trigger"
     comm_actions = NO_REVISE
 
     def after_step(self, rt: "Runtime", worker: "Worker", record: "StepRecord") -> tuple[str, str] | None:
-        if record.ok or record.format_error:
+        if record.format_error:
             return None
-        return "trigger", f"tool error in {record.tool}: {record.error}"
+        if not record.ok:
+            return "trigger", f"tool error in {record.tool}: {record.error}"
+        m = CODE_ERROR.search(_last_output(rt, worker))
+        if m:
+            return "trigger", f"code error in the output of {record.tool}: {m.group(0)}"
+        return None
 
 
 class PollingPolicy(ControlPolicy):
