@@ -217,3 +217,49 @@ def test_trigger_fires_on_a_code_error_in_a_successful_call(tmp_path, cfg, ledge
     assert [ev[i]["handoff"]["kind"] for i in idx[1:]] == ["trigger", "report"]
     assert _tool_calls_before(ev, idx[1]) == 2 and all(e["ok"] for e in of(ev, "tool_call"))
     assert "code error" in ev[idx[1]]["messages"][1]["content"] and r.success is True
+
+
+MODES = {"react": "porchestra.policies.single:ReactPolicy", "mini-swe": "porchestra.policies.single:MiniSwePolicy",
+         "offline": "porchestra.policies.offline:OfflinePolicy", "trigger": "porchestra.policies.boundary:TriggerPolicy",
+         "aorchestra": "porchestra.policies.boundary:AOrchestraPolicy",
+         "polling": "porchestra.policies.boundary:PollingPolicy",
+         "orchestra-o1": "porchestra.policies.rounds:OrchestraO1Policy",
+         "proactive-concurrent": "porchestra.policies.concurrent:ConcurrentProactivePolicy"}
+
+
+def test_modes_by_name(monkeypatch):
+    from porchestra.policies import BUILTIN, ModeError, make_policy
+
+    for name, target in MODES.items():  # what the entry points register
+        monkeypatch.setitem(BUILTIN, name, target)
+    assert make_policy("polling:5").every == 5 and make_policy("polling").every == 10
+    assert make_policy("orchestra-o1:3").parallel == 3 and make_policy("proactive-concurrent").parallel == 0
+    for name in MODES:
+        p = make_policy(name)
+        assert p.name == name and p.describe()["name"] == name
+    assert "revise" not in make_policy("trigger").comm_actions and make_policy("aorchestra").can_revise is False
+    for bad in ("polling:0", "polling:x", "orchestra-o1:-1"):
+        with pytest.raises(ModeError):
+            make_policy(bad)
+
+
+def test_react_continues_the_same_history_on_a_new_user_message(tmp_path, cfg, ledger_task):
+    class TwoTurns(LedgerEnv):
+        turns = ["Also buy a pear."]
+
+        def end_turn(self, end):
+            return self.turns.pop(0) if self.turns else None
+
+    work = [call("buy", item="apple"), report("finish", "3", raw={"answer": "3"}),
+            call("buy", item="pear"), call("total"), report("finish", "8", raw={"answer": "8"})]
+    worker = models([], work).workers["default"]
+    r = run_task(ledger_task, TwoTurns(), cfg, out_dir=tmp_path, models=Models(models([], []).orchestrator,
+                                                                              {"default": worker}),
+                 policy=ReactPolicy())
+    ev = events_of(r.events_path)
+    assert r.success is True and r.answer == "8" and len(of(ev, "delegate")) == 1
+    assert [e["answer"] for e in of(ev, "complete")] == ["3", "8"]
+    history = [m["content"] for m in worker.calls[-1]]
+    assert any("Also buy a pear." in c for c in history)  # appended to the same linear history
+    assert history[1].startswith("Your task: " + ledger_task.instruction)
+    assert len(worker.calls[-1]) > len(worker.calls[1])
