@@ -29,7 +29,8 @@ class OrchestraO1Policy(ControlPolicy):
         return self.parallel or max(rt.cfg.budgets.max_parallel, rt.cfg.budgets.max_workers)
 
     def orchestrator_actions(self, rt: "Runtime", handoff: Handoff | None) -> list[str]:
-        return ["delegate_tasks", "delegate_task", rt.env.end_action]
+        can_end = bool(rt.workers) or not getattr(rt.cfg.budgets, "require_delegation", False)
+        return ["delegate_tasks", "delegate_task"] + ([rt.env.end_action] if can_end else [])
 
     def decide(self, rt: "Runtime", handoff: Handoff | None) -> tuple[Any, Any]:
         returned = rt.policy_state.setdefault("returned", set())
