@@ -21,10 +21,14 @@ def _ns(ts: str) -> int:
 
 
 def _require():
+    import importlib.util
+
     try:
-        from opentelemetry.sdk.trace import TracerProvider  # noqa: F401
-    except ImportError:
-        raise RuntimeError("OpenTelemetry export needs the optional dependency: pip install opentelemetry-sdk") from None
+        found = importlib.util.find_spec("opentelemetry.sdk") is not None
+    except ModuleNotFoundError:  # no `opentelemetry` package at all
+        found = False
+    if not found:
+        raise RuntimeError("OpenTelemetry export needs the optional dependency: pip install opentelemetry-sdk")
 
 
 def export_spans(events: list[dict[str, Any]], exporter: Any = None) -> list[Any]:
