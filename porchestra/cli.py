@@ -25,7 +25,14 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=N
                   help="Proactive Agentic Orchestration (POrchestra) and OPOD training.")
 err = Console(stderr=True, highlight=False)
 
-USER_ERRORS = (ConfigError, ModelSpecError, ModeError, BenchmarkError, ValueError, FileNotFoundError)
+USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ModelSpecError, ModeError, BenchmarkError, ValueError,
+                                             FileNotFoundError)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from .tools.sandbox import SandboxUnavailable  # no sandbox and no --allow-unisolated: a user error
+
+    return USER_ERRORS + (SandboxUnavailable,)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -108,7 +115,7 @@ def run(
         policy = make_policy(cfg.mode)
         the_task, environment = _resolve_task(task, cfg, workspace, answer, allow_unisolated)
         models = build_models(cfg)
-    except USER_ERRORS as e:
+    except _user_errors() as e:
         fail(str(e))
         return
     out = out or default_out("run")

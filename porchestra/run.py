@@ -78,7 +78,8 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     score = Score(success=None, reason="not evaluated")
     try:
         log.emit("task_start", task=task.model_dump(exclude={"payload"}),
-                 config={**cfg.model_dump(mode="json"), "policy": policy.describe()})
+                 config={**cfg.model_dump(mode="json"), "policy": policy.describe()},
+                 environment={"name": env.name, **env.describe()})
         try:
             models = models or build_models(cfg)
             env.reset(task)

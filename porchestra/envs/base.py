@@ -83,6 +83,11 @@ class Environment:
         task, or None when the task is over."""
         return None
 
+    def describe(self) -> dict[str, Any]:
+        """Facts about this environment instance worth recording in `task_start` (e.g. the sandbox's
+        isolation level)."""
+        return {}
+
     def bind_gateway(self, gateway: Any) -> None:
         """Called once per task with the task's model Gateway, so environment-side LLM calls (an LLM
         judge, a user simulator) go through the one model layer and land in the event log."""

@@ -32,7 +32,7 @@ class GeneralEnv(Environment):
 
     def __init__(self, workspace: Path | None = None, isolation: Isolation = "auto", allow_unisolated: bool = False,
                  limits: Limits | dict | None = None, answer: str | None = None):
-        resolve_isolation(isolation, allow_unisolated)  # refuse early: before any task starts
+        self.isolation = resolve_isolation(isolation, allow_unisolated)  # refuse early: before any task starts
         self._given_workspace = Path(workspace) if workspace is not None else None
         self._isolation = isolation
         self._allow_unisolated = allow_unisolated
@@ -43,6 +43,9 @@ class GeneralEnv(Environment):
         self.sandbox: Sandbox | None = None
         self.task: Task | None = None
         self._tools: list[Tool] = []
+
+    def describe(self) -> dict[str, Any]:
+        return {"isolation": self.isolation}
 
     # ----------------------------------------------------------------- lifecycle
     def reset(self, task: Task) -> None:
