@@ -45,8 +45,11 @@ class ConsoleView:
     def _task_start(self, e: dict[str, Any]) -> None:
         cfg = e.get("config", {})
         self.console.print(Panel(escape(e["task"]["instruction"]), title=f"task {escape(e['task_id'])}",
-                                 subtitle=f"mode {cfg.get('mode')} · orchestrator {cfg.get('orchestrator_model')}"
-                                          f" · worker {cfg.get('worker_model')}", expand=False))
+                                 title_align="left", expand=True))
+        env = e.get("environment") or {}
+        iso = f" · sandbox {env['isolation']}" if env.get("isolation") else ""
+        self.console.print(f"[dim]mode {cfg.get('mode')} · orchestrator {cfg.get('orchestrator_model')} · "
+                           f"worker {cfg.get('worker_model')}{iso}[/]")
 
     def _llm_call(self, e: dict[str, Any]) -> None:
         if e.get("error"):
