@@ -57,6 +57,7 @@ def test_report_files_and_cli(runs, tmp_path):
     assert "| proactive-flt | proactive | 2 | 2 | 50.0% |" in md
     data = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert data["recovery"][0]["recovery_rate"] == 0.5
+    pytest.importorskip("matplotlib", reason="plots need the optional extra porchestra[plots]")
     for name in ("pareto", "recovery", "by_length", "by_dynamicity"):
         assert (tmp_path / "rep" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "<svg" in (tmp_path / "rep" / f"{name}.svg").read_text()[:2000]

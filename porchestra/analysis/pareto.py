@@ -3,21 +3,29 @@
 
 from __future__ import annotations
 
+import random
+from statistics import fmean
 from typing import Any
-
-import numpy as np
 
 from .episodes import Episode
 
 
+def _quantile(sorted_xs: list[float], q: float) -> float:
+    pos = q * (len(sorted_xs) - 1)  # linear interpolation between closest ranks
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
 def bootstrap_ci(values: list[float], n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean (seeded, stdlib only)."""
     if not values:
         return (float("nan"), float("nan"))
-    arr = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, len(arr), size=(n, len(arr)))].mean(axis=1)
+    rng = random.Random(seed)
+    k = len(values)
+    means = sorted(fmean(rng.choices(values, k=k)) for _ in range(n))
     a = (1 - level) / 2
-    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+    return _quantile(means, a), _quantile(means, 1 - a)
 
 
 def point(label: str, eps: list[Episode], seed: int = 0) -> dict[str, Any]:
@@ -25,8 +33,8 @@ def point(label: str, eps: list[Episode], seed: int = 0) -> dict[str, Any]:
     succ = [1.0 if ep.success else 0.0 for ep in scored]
     costs = [ep.totals.get("cost_usd") for ep in eps if ep.end is not None]
     known = [c for c in costs if c is not None]
-    cost = float(np.mean(known)) if known and len(known) == len(costs) else None
-    return {"label": label, "n": len(scored), "success": float(np.mean(succ)) if succ else None,
+    cost = fmean(known) if known and len(known) == len(costs) else None
+    return {"label": label, "n": len(scored), "success": fmean(succ) if succ else None,
             "success_ci": bootstrap_ci(succ, seed=seed), "cost": cost,
             "cost_ci": bootstrap_ci(known, seed=seed) if cost is not None else None}
 

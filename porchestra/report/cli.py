@@ -15,9 +15,14 @@ def write_report(run_dirs: list[Path], out: Path, labels: list[str] | None = Non
 
     report = build_report(run_dirs, labels)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     (out / "report.md").write_text(markdown(report), encoding="utf-8")
     files = [out / "report.json", out / "report.md"]
+    if plots:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            report["notes"] = ["plots skipped: matplotlib is not installed (pip install 'porchestra[plots]')"]
+            plots = False
     if plots:
         from ..analysis import plots as P
 
@@ -30,6 +35,7 @@ def write_report(run_dirs: list[Path], out: Path, labels: list[str] | None = Non
         if any(report["by_dynamicity"].values()):
             files += P.plot_groups(report["by_dynamicity"], out, "by_dynamicity", "future events")
     report["files"] = [str(f) for f in files]
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     return report
 
 
@@ -48,4 +54,6 @@ def report_cmd(
     except FileNotFoundError as e:
         raise typer.BadParameter(str(e)) from None
     print_rich(report)
+    for note in report.get("notes", []):
+        typer.echo(note)
     typer.echo("wrote: " + ", ".join(report["files"]))
