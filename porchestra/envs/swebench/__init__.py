@@ -7,7 +7,7 @@ Options (``porchestra eval swebench`` flags and env_options):
   limit       first N instances after id selection
   include_hints  show hints_text to the agents (off: standard evaluation)
   executor    local | docker (default: local for instances with repo_path, else docker)
-  command_timeout, eval_timeout, isolation, allow_unisolated, venv, local_setup, repo_source,
+  command_timeout, eval_timeout, isolation, allow_unisolated, limits (sandbox), venv, local_setup, repo_source,
   image, docker, grading_dir, run_id
 """
 

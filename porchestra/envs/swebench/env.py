@@ -16,6 +16,7 @@ from typing import Any
 
 from ...protocol import EndTask, ToolCall
 from ...tools.base import Tool, ToolResult, tool_from_function
+from ...tools.sandbox import Limits
 from ..base import Environment, Score, Task
 from ..benchmark import BenchmarkError
 from .executor import DockerExecutor, Executor, ExecutorError, LocalExecutor
@@ -60,7 +61,8 @@ class SWEBenchEnv(Environment):
         return LocalExecutor(source, inst.get("base_commit"), setup=self.options.get("local_setup"),
                              venv=bool(self.options.get("venv", True)),
                              isolation=self.options.get("isolation", "auto"),
-                             allow_unisolated=bool(self.options.get("allow_unisolated", False)))
+                             allow_unisolated=bool(self.options.get("allow_unisolated", False)),
+                             limits=Limits.model_validate(self.options["limits"]) if self.options.get("limits") else None)
 
     # ------------------------------------------------------------------ lifecycle
     def reset(self, task: Task) -> None:

@@ -92,7 +92,7 @@ class LocalExecutor:
     `source`: a directory of plain files (committed as the base), a git repository path or a clone URL
     (checked out at `base_commit`). `venv`: create a venv for the attempt that sees the interpreter's
     packages (so the repo's tests can run) and takes `pip install` without touching them. `setup`:
-    commands run once after checkout (e.g. ``pip install -e .``).
+    trusted commands run once after checkout, on the host (e.g. ``python -m pip install -e .``).
     """
 
     def __init__(self, source: str | Path, base_commit: str | None = None, *, setup: list[str] | None = None,
@@ -140,9 +140,12 @@ class LocalExecutor:
             self.close()
             raise
         for cmd in self.setup:
-            res = self.run(cmd, timeout=max(self.limits.wall_s, 600))
-            if res.exit_code != 0:
-                raise ExecutorError(f"setup command {cmd!r} failed: {res.output[-500:]}")
+            # Setup commands come from the user's configuration, not from a model: they run on the host
+            # (with network, e.g. `pip install -e .` into the attempt's venv), never in the sandbox.
+            proc = subprocess.run(["bash", "-c", self._env_prefix() + cmd], capture_output=True, text=True,
+                                  timeout=max(self.limits.wall_s, 1800), env=_host_env())
+            if proc.returncode != 0:
+                raise ExecutorError(f"setup command {cmd!r} failed: {(proc.stdout + proc.stderr)[-500:]}")
 
     def _make_venv(self) -> None:
         venv_dir = self.root / "venv"  # type: ignore[operator]
