@@ -75,3 +75,14 @@ def test_small_pieces():
     pts = [{"label": "a", "success": 0.5, "cost": 1.0}, {"label": "b", "success": 0.6, "cost": 0.5},
            {"label": "c", "success": 0.9, "cost": 2.0}]
     assert pareto_front(pts) == ["b", "c"]
+
+
+def test_one_directory_with_several_configurations_is_split(runs, tmp_path):
+    import shutil
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(runs["proactive"], mixed / "a")
+    shutil.copytree(runs["no-evidence"], mixed / "b")
+    rep = build_report([mixed])
+    assert sorted(c["label"] for c in rep["configs"]) == ["mixed[proactive-evidence]", "mixed[proactive]"]
+    assert rep["ablations"][0]["full"] == "mixed[proactive]"

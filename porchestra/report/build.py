@@ -50,10 +50,21 @@ def _find(groups: dict[str, list[Episode]], mode: str, ablate: tuple[str, ...], 
     return None
 
 
+def _describe(ep: Episode) -> str:
+    parts = [ep.mode] + [f"-{a}" for a in sorted(ep.ablate)]
+    if ep.faults:
+        parts.append("+faults")
+    return "".join(parts)
+
+
 def build_report(run_dirs: list[str | Path], labels: list[str] | None = None, seed: int = 0) -> dict[str, Any]:
     episodes: list[Episode] = []
     for i, d in enumerate(run_dirs):
-        episodes += load_run(d, labels[i] if labels and i < len(labels) else None)
+        eps = load_run(d, labels[i] if labels and i < len(labels) else None)
+        if len({_describe(ep) for ep in eps}) > 1:  # one directory, several configurations: split
+            for ep in eps:
+                ep.label = f"{ep.label}[{_describe(ep)}]"
+        episodes += eps
     groups = by_label(episodes)
     configs = [config_row(label, eps) for label, eps in groups.items()]
     ablations = []
