@@ -118,3 +118,40 @@ def test_hint_goes_to_the_recorded_slot():
     msgs = with_hint(rec.messages, rec.hint_slot, "Add execute_python.")
     assert msgs[1]["content"].startswith(rec.messages[1]["content"]) and "Add execute_python." in msgs[1]["content"]
     assert rec.messages[1]["content"].count("Add execute_python.") == 0  # original untouched
+
+
+@pytest.fixture(scope="module")
+def loop_runs(tmp_path_factory):
+    from recorded_runs import record  # scripted runs through the real loop (tests/recorded_runs.py)
+
+    return record(tmp_path_factory.mktemp("runs"))
+
+
+def test_records_from_real_loop_runs(loop_runs):
+    recs = collect_records([loop_runs["proactive-flt"]])
+    t1 = [r for r in recs if r.task_id == "t1"]
+    assert [r.decision_type for r in t1] == ["delegate", "revise", "end"]
+    assert all(r.valid and r.success is True and r.reward == 1.0 for r in t1)
+    assert [r.reward for r in recs if r.task_id == "t2"] == [0.0, 0.0]
+    d, rv = t1[0], t1[1]
+    assert d.trace.worker_ids and rv.trace.worker_ids == d.trace.worker_ids
+    assert rv.handoff and rv.handoff["worker_id"] == d.trace.worker_ids[0]
+    events = read_events(d.trace.events)
+    span = events[d.trace.first_line - 1: d.trace.last_line]
+    assert any(e["event"] == "report" and e.get("type") == "revise" for e in span)
+    # the recorded hint slot is a real position in the rendered context
+    for r in t1:
+        assert r.hint_slot is not None
+        msgs = with_hint(r.messages, r.hint_slot, "HINT-XYZ")
+        i = r.hint_slot["message_index"]
+        assert "HINT-XYZ" in msgs[i]["content"] and len(msgs) == len(r.messages)
+    # eval layout (tasks/<id>/events.jsonl) of several configurations at once
+    assert len(collect_records(list(loop_runs.values()))) >= 8
+
+
+def test_attribution_over_real_loop_runs(loop_runs, tmp_path):
+    model = ScriptedModel(['{"needs_repair": false, "hint": ""}'] * 20, name="scripted:a")
+    res = attribute([loop_runs["proactive-flt"]], model, Gateway(EventLog(tmp_path / "e.jsonl", "a", "x")),
+                    tmp_path / "a.jsonl")
+    assert len(res) == 3 and {r.decision_type for r in res} == {"delegate", "revise"}
+    assert all("Subsequent trace" in c[1]["content"] for c in model.calls)

@@ -129,6 +129,8 @@ def render_event(ev: dict[str, Any]) -> str:
 
 
 def render_trace(events: list[dict[str, Any]], trunc: Truncation) -> tuple[str, bool]:
+    # a worker's raw reply repeats what its tool_call / report event states: keep the structured one
+    events = [e for e in events if not (e.get("event") == "llm_call" and e.get("role") == "worker")]
     lines = [_cut(render_event(e), trunc.event_chars) for e in events]
     if sum(len(x) + 1 for x in lines) <= trunc.trace_chars:
         return "\n".join(lines) or "(no subsequent trace)", False
