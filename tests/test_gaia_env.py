@@ -134,14 +134,18 @@ def test_llm_fallback_is_off_by_default_and_never_changes_success(opts, tmp_path
     s = env.evaluate(wrong)
     env.close()
     assert s.success is False and "llm_fallback" not in s.details
-    env = GaiaBenchmark().make_env(task, {**opts, "llm_fallback": True})
+    judge = tmp_path / "judge.json"
+    judge.write_text(json.dumps(["yes"]))
+    env = GaiaBenchmark().make_env(task, {**opts, "llm_fallback": True, "judge_model": f"scripted:{judge}"})
     log = EventLog(tmp_path / "events.jsonl", "run", task.id)
-    env.set_models(Gateway(log), judge_model=ScriptedModel(["yes"], name="scripted:judge"))
+    env.bind_gateway(Gateway(log))  # as run_task does
     env.reset(task)
     s = env.evaluate(wrong)
     env.close()
     log.close()
     assert s.success is False and s.details["llm_fallback"]["match"] is True
+    (call,) = [e for e in read_events(tmp_path / "events.jsonl") if e["event"] == "llm_call"]
+    assert call["role"] == "judge" and call["component"] == "judge"
 
 
 def test_readers_report_images_and_audio_as_unsupported():

@@ -8,8 +8,9 @@ Options (``porchestra eval gaia`` flags and env_options):
   search      duckduckgo (keyless, default) | searxng (keyless, settings url=...) | serper | tavily
               (API keys from SERPER_API_KEY / TAVILY_API_KEY, or api_key_env=NAME in search_settings)
   search_settings  dict passed to the backend;  max_page_chars
-  llm_fallback  off by default; when on, an LLM judge's verdict is reported in details["llm_fallback"]
-              and never changes `success`
+  page_model  model spec that answers extract_url_content(url, query) over the page (off: page text)
+  llm_fallback  off by default; when on, the judge_model's verdict is reported in details["llm_fallback"]
+              and never changes `success`;  judge_model  model spec for it
   isolation, allow_unisolated, limits  (the execute_python sandbox)
   local_base_url  base URL that replaces {local_base_url} in the fixtures' gold actions
 """

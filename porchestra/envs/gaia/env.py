@@ -43,14 +43,29 @@ class GaiaEnv(GeneralEnv):
         self.llm_fallback = bool(opts.get("llm_fallback", False))
         self.max_page_chars = int(opts.get("max_page_chars", 20000))
         self.gateway: Any = None
-        self.page_model: Any = None
-        self.judge_model: Any = None
+        # Model objects or specs ("openai:gpt-4o-mini"); specs are built on first use.
+        self.page_model: Any = opts.get("page_model")
+        self.judge_model: Any = opts.get("judge_model")
         self._agent_id: str | None = None
 
+    def bind_gateway(self, gateway: Any) -> None:
+        """The run's Gateway: page answers and the LLM fallback are logged and priced like every call."""
+        self.gateway = gateway
+
     def set_models(self, gateway: Any, page_model: Any = None, judge_model: Any = None) -> None:
-        """Give the env the run's gateway: `page_model` answers extract_url_content queries over a page,
-        `judge_model` serves the (off by default) LLM fallback of the scorer."""
-        self.gateway, self.page_model, self.judge_model = gateway, page_model, judge_model
+        """Explicit wiring: `page_model` answers extract_url_content queries over a page, `judge_model`
+        serves the (off by default) LLM fallback of the scorer."""
+        self.gateway = gateway
+        self.page_model = page_model if page_model is not None else self.page_model
+        self.judge_model = judge_model if judge_model is not None else self.judge_model
+
+    @staticmethod
+    def _resolve(model: Any, role: str) -> Any:
+        if isinstance(model, str):
+            from ...models.registry import ModelOptions, make_model  # noqa: PLC0415
+
+            return make_model(model, role, ModelOptions())
+        return model
 
     # ----------------------------------------------------------------- lifecycle
     def reset(self, task: Task) -> None:
@@ -84,7 +99,10 @@ class GaiaEnv(GeneralEnv):
         def extract_url_content_(url: str, query: str = "") -> str:
             """Fetch a web page or online document (HTML, PDF, text) and return its main text. With a query,
             and when a reader model is configured, return an answer to the query from the page instead."""
-            answerer = PageAnswerer(self.gateway, self.page_model) if self.gateway and self.page_model else None
+            answerer = None
+            if self.gateway is not None and self.page_model is not None:
+                self.page_model = self._resolve(self.page_model, "worker")
+                answerer = PageAnswerer(self.gateway, self.page_model)
             return extract_url_content(url, query, answerer=answerer, max_chars=self.max_page_chars,
                                        agent_id=self._agent_id)
 
@@ -141,6 +159,7 @@ class GaiaEnv(GeneralEnv):
             return {"match": None, "error": "llm_fallback is on but no judge model was given"}
         from ...models.gateway import complete_text  # noqa: PLC0415
 
+        self.judge_model = self._resolve(self.judge_model, "judge")
         question = self.task.instruction if self.task else ""
         text = complete_text(self.gateway, self.judge_model, [
             {"role": "system", "content": _JUDGE_PROMPT},
