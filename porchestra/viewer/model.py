@@ -25,6 +25,13 @@ def _decision(response: str | None) -> dict[str, Any]:
             "memory": obj.get("memory") or ""}
 
 
+def _preamble(text: str | None) -> str:
+    """The free text before the action (GAIA2 `Thought:`, SWE-bench `DISCUSSION`), if any."""
+    text = (text or "").strip()
+    head = text.split("{", 1)[0].split("COMMAND", 1)[0].split("Action:", 1)[0].strip()
+    return _cut(head, 800) if head and head != text else ""
+
+
 def _harness_diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[str, str]]:
     before = before or {}
     return [{"field": k, "before": _cut(before.get(k, "")), "after": _cut(after.get(k))}
@@ -50,7 +57,7 @@ def entry(i: int, e: dict[str, Any]) -> dict[str, Any] | None:
                     "reasoning": d["reasoning"], "params": _cut(d["params"]) if d["params"] else _cut(e.get("response")),
                     "meta": f"{e.get('component', '')} · {meta}", "error": e.get("error")}
         return {**base, "kind": "thought", "title": f"{agent}: {d['action'] or 'unparsed reply'}",
-                "reasoning": d.get("memory", ""), "meta": f"{e.get('role')} · {meta}", "error": e.get("error"),
+                "reasoning": d.get("memory") or _preamble(e.get("response")), "meta": f"{e.get('role')} · {meta}", "error": e.get("error"),
                 "params": None}
     if kind == "delegate":
         h = e.get("harness") or {}
