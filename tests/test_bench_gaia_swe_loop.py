@@ -97,6 +97,7 @@ def test_swebench_proactive_loop(tmp_path):
     assert [e["tool"] for e in ev if e["event"] == "tool_call"] == ["bash"] * 3
     assert outputs[-1].strip() == "hello-world"  # the edit survived the revision
     assert [e["type"] for e in ev if e["event"] == "report"] == ["revise", "finish"]
+    assert ev[0]["environment"]["name"] == "swebench" and ev[0]["environment"]["isolation"] in ("bwrap", "unshare", "none")
     worker_system = next(e for e in ev if e["event"] == "llm_call" and e["role"] == "worker")["messages"][0]["content"]
     assert "DISCUSSION" in worker_system and "COMMAND" in worker_system  # the SWE-bench prompt set
     done = next(e for e in ev if e["event"] == "complete")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...protocol import EndTask, ToolCall
 from ...tools.base import Tool, ToolResult, tool_from_function
-from ...tools.sandbox import Limits
+from ...tools.sandbox import Limits, resolve_isolation
 from ..base import Environment, Score, Task
 from ..benchmark import BenchmarkError
 from .executor import DockerExecutor, Executor, ExecutorError, LocalExecutor
@@ -63,6 +63,17 @@ class SWEBenchEnv(Environment):
                              isolation=self.options.get("isolation", "auto"),
                              allow_unisolated=bool(self.options.get("allow_unisolated", False)),
                              limits=Limits.model_validate(self.options["limits"]) if self.options.get("limits") else None)
+
+    def describe(self) -> dict[str, Any]:
+        kind = self.options.get("executor") or "auto"
+        info: dict[str, Any] = {"executor": kind, "hints": bool(self.options.get("include_hints", False))}
+        if kind != "docker":
+            try:
+                info["isolation"] = resolve_isolation(self.options.get("isolation", "auto"),
+                                                      bool(self.options.get("allow_unisolated", False)))
+            except Exception as e:  # reported again, as an error, when the checkout starts
+                info["isolation"] = f"unavailable: {e}"
+        return info
 
     # ------------------------------------------------------------------ lifecycle
     def reset(self, task: Task) -> None:
