@@ -69,6 +69,7 @@ def test_exports_and_attribution_files(work):
     (["train", "opod", "{w}/rec.jsonl", "--model", "{w}/tiny", "--out", "{w}/x", "--divergence", "l2"], "--divergence"),
     (["train", "opod", "{w}/rec.jsonl", "--model", "{w}/tiny", "--out", "{w}/x"], "--attributions"),
     (["train", "rwr", "{w}/sft.jsonl", "--model", "{w}/tiny", "--out", "{w}/x"], "DATA"),
+    (["train", "sft", "{w}/sft.jsonl", "--model", "{w}/tiny", "--out", "{w}/x", "--max-length", "16"], "--max-length"),
 ])
 def test_bad_input_exits_2_naming_the_field_and_writes_nothing(work, args, field):
     out = run(*[a.format(w=work) for a in args], code=2)

@@ -3,7 +3,8 @@
 The OPOD stage trains on the failing trajectory only, whose decisions carry no RWR supervision, so
 any change toward the hint comes from the OPD term: the divergence to the hint-conditioned SFT
 teacher on the flagged context must fall, and the student's preference for the hint-consistent
-delegation (the one that grants execute_python) over the flagged one must rise. Directions only.
+delegation (the one that grants execute_python) over the flagged one, and its log-likelihood from the
+point where the two part (the tool list), must rise. Directions only, never speed.
 """
 
 from __future__ import annotations
@@ -77,11 +78,16 @@ def test_opod_moves_the_student_toward_the_hint(tmp_path):
     probe_texts = [sft.enc.tok.decode(p, skip_special_tokens=True) for p in probes]
 
     def measure(ctx):
-        pairs = [(ctx.enc.prompt(flagged[0].messages), ctx.enc.reply(d)) for d in (good, bad)]
+        prompt = ctx.enc.prompt(flagged[0].messages)
+        g, b = ctx.enc.reply(good), ctx.enc.reply(bad)
         with torch.no_grad():
-            mean_lp, counts = sequence_logprob(ctx, pairs)
+            mean_lp, counts = sequence_logprob(ctx, [(prompt, g), (prompt, b)])
+            # the two delegations share a prefix up to the tool list: score the hint-consistent branch
+            k = next(i for i, (x, y) in enumerate(zip(g, b)) if x != y)
+            logits = ctx.model(input_ids=torch.tensor([prompt + g])).logits[0, len(prompt) - 1:-1].float()
+            branch = torch.log_softmax(logits, -1)[torch.arange(len(g)), torch.tensor(g)][k:].sum()
         total = (mean_lp * counts).tolist()
-        return {"preference": total[0] - total[1], "lp_good": float(mean_lp[0]),
+        return {"preference": total[0] - total[1], "branch_lp": float(branch), "lp_good": float(mean_lp[0]),
                 "opd": opd_gap(ctx, sft.model, flagged * len(probe_texts), probe_texts)}
 
     before = measure(sft)
@@ -93,4 +99,5 @@ def test_opod_moves_the_student_toward_the_hint(tmp_path):
     after = measure(load_ctx(str(tmp_path / "opod" / "final")))
     print("before", before, "after", after, "opd per step", [r["loss_opd"] for r in rows])
     assert after["opd"] < before["opd"]
-    assert after["preference"] > before["preference"]
+    assert after["preference"] > before["preference"]  # hint-consistent vs the flagged delegation
+    assert after["branch_lp"] > before["branch_lp"]  # log-likelihood of granting execute_python

@@ -42,6 +42,16 @@ def _guard(fn: Callable[[], Any]) -> Any:
         fail(str(e))
 
 
+def _train(*args: Any, **kw: Any) -> None:
+    """run_training with its input errors (raised before OUT is written) as exit code 2."""
+    from .trainer import TrainInputError, run_training
+
+    try:
+        run_training(*args, **kw)
+    except TrainInputError as e:
+        fail(str(e))
+
+
 # --- export ------------------------------------------------------------------------------------
 
 RUN_DIRS = typer.Argument(..., help="Run dirs, eval dirs (searched for events.jsonl) or events.jsonl files.")
@@ -221,12 +231,11 @@ def _split(kw: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def train_sft(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
     """Supervised fine-tuning: likelihood of the decisions (prompt tokens masked)."""
     from .objectives import likelihood_loss
-    from .trainer import run_training
 
     progress = kw.pop("progress")
     items = _load_items(data, "sft")
     cfg = _settings("sft", model, out, **kw)
-    run_training(cfg, items, lambda ctx, teacher, batch: likelihood_loss(ctx, batch), progress=progress)
+    _train(cfg, items, lambda ctx, teacher, batch: likelihood_loss(ctx, batch), progress=progress)
     out_console.print(f"trained sft on {len(items)} decisions; policy in {out / 'final'}")
 
 
@@ -245,7 +254,6 @@ OPOD_OPTS: dict[str, tuple[Any, Any]] = {
 
 def _opod(method: str, data: List[Path], model: str, out: Path, kw: dict[str, Any]) -> None:
     from .objectives import GenSettings, OPODSettings, opod_loss
-    from .trainer import run_training
 
     o = _split(kw, ("attributions", "lam", "divergence", "jsd_beta", "max_new_tokens", "temperature", "reward",
                     "progress"))
@@ -260,8 +268,8 @@ def _opod(method: str, data: List[Path], model: str, out: Path, kw: dict[str, An
     cfg = _settings(method, model, out, **kw)
     settings = OPODSettings(lam=lam, divergence=o["divergence"], jsd_beta=o["jsd_beta"],
                             gen=GenSettings(max_new_tokens=o["max_new_tokens"], temperature=o["temperature"]))
-    run_training(cfg, items, lambda ctx, teacher, batch: opod_loss(ctx, teacher, batch, settings),
-                 need_teacher=lam > 0, progress=o["progress"])
+    _train(cfg, items, lambda ctx, teacher, batch: opod_loss(ctx, teacher, batch, settings),
+           need_teacher=lam > 0, progress=o["progress"], gen_tokens=o["max_new_tokens"] if lam > 0 else 0)
     n_opd = sum(1 for it in items if it.hint)
     out_console.print(f"trained {method} on {len(items)} decisions ({n_opd} with hints); policy in {out / 'final'}")
 
@@ -300,7 +308,6 @@ def train_dagrpo(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, *
     from ..models.registry import ModelOptions, make_model
     from .dagrpo import GRPOSettings, RubricJudge, make_objective
     from .objectives import GenSettings
-    from .trainer import run_training
 
     o = _split(kw, ("judge", "judge_base_url", "judge_api_key_env", "k", "max_new_tokens", "temperature",
                     "progress"))
@@ -315,7 +322,8 @@ def train_dagrpo(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, *
         judge = RubricJudge(judge_model, Gateway(log))
         settings = GRPOSettings(k=o["k"], gen=GenSettings(max_new_tokens=o["max_new_tokens"],
                                                           temperature=o["temperature"]))
-        run_training(cfg, items, make_objective(judge, settings), progress=o["progress"])
+        _train(cfg, items, make_objective(judge, settings), progress=o["progress"],
+               gen_tokens=o["max_new_tokens"])
     finally:
         log.close()
     out_console.print(f"trained dagrpo on {len(items)} expert contexts; policy in {out / 'final'}")

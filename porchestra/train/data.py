@@ -90,8 +90,14 @@ class Encoder:
     def reply(self, text: str) -> list[int]:
         return list(self.tok(text, add_special_tokens=False)["input_ids"]) + [self.eos_id]
 
-    def fits(self, prompt: list[int], reply: list[int]) -> bool:
-        return len(prompt) + len(reply) <= self.max_length
+    def fits(self, item: Item, gen_tokens: int = 0) -> bool:
+        """Whether every sequence this item produces stays within `max_length` tokens: the stored
+        reply (likelihood terms) and, with a hint, the teacher prompt plus a sampled reply."""
+        if item.weight > 0 and len(self.prompt(item.messages)) + len(self.reply(item.decision)) > self.max_length:
+            return False
+        if item.hint and len(self.prompt(item.teacher_messages)) + gen_tokens > self.max_length:
+            return False
+        return len(self.prompt(item.messages)) + gen_tokens <= self.max_length
 
 
 def pad_batch(seqs: list[tuple[list[int], list[int]]], pad_id: int, device: Any = None) -> dict[str, torch.Tensor]:

@@ -37,6 +37,10 @@ from .objectives import Ctx
 STATE = "trainer_state.json"
 
 
+class TrainInputError(ValueError):
+    """Training input that cannot be used (names the option); raised before OUT is written."""
+
+
 class TrainSettings(BaseModel):
     method: str
     model: str = "local:smollm2"
@@ -70,8 +74,11 @@ def latest_checkpoint(out: Path) -> Path | None:
 
 
 def run_training(cfg: TrainSettings, items: list[Item], objective: Objective, need_teacher: bool = False,
-                 progress: bool = True, on_step: Callable[[int, dict[str, Any]], None] | None = None) -> Path:
-    """Train on `items` with `objective`; returns OUT. Resumes from OUT's newest checkpoint."""
+                 progress: bool = True, on_step: Callable[[int, dict[str, Any]], None] | None = None,
+                 gen_tokens: int = 0) -> Path:
+    """Train on `items` with `objective`; returns OUT. Resumes from OUT's newest checkpoint.
+    Items whose sequences (with `gen_tokens` sampled tokens) exceed max_length are dropped and counted
+    in OUT/train_config.json."""
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM, get_linear_schedule_with_warmup
 
@@ -79,16 +86,21 @@ def run_training(cfg: TrainSettings, items: list[Item], objective: Objective, ne
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    ckpt = latest_checkpoint(out)
+    ckpt = latest_checkpoint(out) if out.is_dir() else None
     state = json.loads((ckpt / STATE).read_text()) if ckpt else {"step": 0}
     if ckpt and state.get("method") != cfg.method:
-        raise ValueError(f"--out {out}: holds a {state.get('method')} run, not {cfg.method}")
+        raise TrainInputError(f"--out {out}: holds a {state.get('method')} run, not {cfg.method}")
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     accel = Accelerator(mixed_precision="bf16" if cfg.bf16 else "no", cpu=not torch.cuda.is_available())
 
     model, tok, base_dir = load_merged(cfg.model)
+    enc = Encoder(tok, cfg.max_length)
+    n_in = len(items)
+    items = [it for it in items if enc.fits(it, gen_tokens)]
+    if not items:
+        raise TrainInputError(f"--max-length {cfg.max_length}: all {n_in} decisions are longer")
+    out.mkdir(parents=True, exist_ok=True)
     teacher = None
     if cfg.lora:
         model = add_lora(model, cfg.lora_cfg, resume_from=ckpt)
@@ -120,8 +132,9 @@ def run_training(cfg: TrainSettings, items: list[Item], objective: Objective, ne
     if teacher is not None:
         teacher.student = accel.unwrap_model(model)
         teacher.to(accel.device)
-    (out / "train_config.json").write_text(cfg.model_dump_json(indent=2))
-    ctx = Ctx(accel.unwrap_model(model), Encoder(tok, cfg.max_length), accel.device, cfg.chunk_size, cfg.bf16)
+    (out / "train_config.json").write_text(json.dumps(
+        {**cfg.model_dump(mode="json"), "decisions": len(items), "dropped_too_long": n_in - len(items)}, indent=2))
+    ctx = Ctx(accel.unwrap_model(model), enc, accel.device, cfg.chunk_size, cfg.bf16)
 
     metrics = MetricsLog(out / "metrics.jsonl", total, start=state["step"], enabled=progress)
     with metrics:
