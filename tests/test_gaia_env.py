@@ -39,14 +39,15 @@ def opts(web, snapshot):
     return {"snapshot": str(snapshot), "search": "searxng", "search_settings": {"url": web}, "local_base_url": web}
 
 
-def replay(env, calls):
-    """Execute calls; the answer is what the last call printed (the trajectory, not the metadata)."""
-    out = None
-    for c in calls:
-        r = env.execute(c, "worker-1")
+def replay(env, task, drop_last=False):
+    """What the `gold` policy does: reset, take gold(), execute its calls, evaluate its end action."""
+    env.reset(task)
+    calls, end = env.gold()
+    assert end.action == "complete" and len(calls) >= 2
+    for c in calls[:-1] if drop_last else calls:
+        r = env.execute(c, "gold")
         assert r.ok, (c, r.error)
-        out = r.output.strip()
-    return out
+    return env.evaluate(end)
 
 
 def test_gold_replay_all_pass_and_truncated_fail(opts):
@@ -56,21 +57,27 @@ def test_gold_replay_all_pass_and_truncated_fail(opts):
     passed = truncated_passed = 0
     for task in tasks:
         env = bench.make_env(task, opts)
-        env.reset(task)
         try:
-            calls, end = env.gold()
-            assert end.action == "complete" and len(calls) >= 2
-            answer = replay(env, calls)
-            passed += env.evaluate(EndTask(action="complete", answer=answer)).success
-            assert env.evaluate(end).success  # the reference answer itself
-            env.reset(task)
-            short = replay(env, calls[:-1])
-            truncated_passed += bool(env.evaluate(EndTask(action="complete", answer=short)).success)
+            passed += bool(replay(env, task).success)
+            truncated_passed += bool(replay(env, task, drop_last=True).success)
+            # the reference answer itself scores, and no answer fails
+            assert env.evaluate(EndTask(action="complete", answer=task.payload["answer"])).success
             assert env.evaluate(None).success is False
         finally:
             env.close()
     assert passed == len(tasks) == 5
     assert truncated_passed == 0
+
+
+def test_fixtures_run_their_own_local_web():
+    bench = GaiaBenchmark()
+    (task,) = bench.load_tasks({"snapshot": "fixtures", "ids": ["porchestra-fx-005"]})
+    env = bench.make_env(task, {"snapshot": "fixtures"})
+    try:
+        assert replay(env, task).success
+    finally:
+        env.close()
+    assert env._web is None  # the server is stopped with the task
 
 
 def test_answers_never_readable_from_the_executor(opts, snapshot):

@@ -12,6 +12,8 @@ Options (``porchestra eval gaia`` flags and env_options):
   llm_fallback  off by default; when on, the judge_model's verdict is reported in details["llm_fallback"]
               and never changes `success`;  judge_model  model spec for it
   isolation, allow_unisolated, limits  (the execute_python sandbox)
+  local_web   serve a pages directory (true: the fixtures' pages) on 127.0.0.1 during each task and
+              search it (SearxNG API); on by default with snapshot=fixtures unless `search` is given
   local_base_url  base URL that replaces {local_base_url} in the fixtures' gold actions
 """
 
@@ -38,8 +40,11 @@ class GaiaBenchmark(Benchmark):
         return load(flat_options(options))
 
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
+        opts = flat_options(options)
+        if opts.get("snapshot") in ("fixtures", "fixture") and "search" not in opts:
+            opts.setdefault("local_web", True)  # the fixtures' pages live on a local server
         try:
-            return GaiaEnv(flat_options(options))
+            return GaiaEnv(opts)
         except ValueError as e:
             raise BenchmarkError(f"gaia search options: {e}") from None
 

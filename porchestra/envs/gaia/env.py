@@ -7,6 +7,7 @@ match; an optional LLM fallback is reported separately in `Score.details` and ne
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,11 @@ from ...tools.sandbox import Limits
 from ..base import Score, Task
 from ..general import GeneralEnv
 from .extract import PageAnswerer, extract_url_content
+from .fixtures_build import PAGES
+from .localweb import serve
 from .readers import read_bytes
 from .scorer import question_scorer
-from .search import SearchBackend, make_backend
+from .search import SearchBackend, SearxNG, make_backend
 
 _JUDGE_PROMPT = ("Decide whether a predicted answer to a question means the same as the ground-truth answer. "
                  "Reply with exactly one word: yes or no.")
@@ -47,6 +50,8 @@ class GaiaEnv(GeneralEnv):
         self.page_model: Any = opts.get("page_model")
         self.judge_model: Any = opts.get("judge_model")
         self._agent_id: str | None = None
+        self._gold_end: EndTask | None = None
+        self._web: contextlib.ExitStack | None = None
 
     def bind_gateway(self, gateway: Any) -> None:
         """The run's Gateway: page answers and the LLM fallback are logged and priced like every call."""
@@ -70,6 +75,9 @@ class GaiaEnv(GeneralEnv):
     # ----------------------------------------------------------------- lifecycle
     def reset(self, task: Task) -> None:
         super().reset(task)
+        self._gold_end = None
+        if self.options.get("local_web") and self._web is None:
+            self._start_local_web()
         src = task.payload.get("attachment")
         if src:
             src_path = Path(src)
@@ -78,9 +86,27 @@ class GaiaEnv(GeneralEnv):
             shutil.copyfile(src_path, self.workspace / src_path.name)  # type: ignore[operator]
         self._tools += [self._search_tool(), self._extract_tool(), self._attachment_tool()]
 
+    def _start_local_web(self) -> None:
+        """Serve the fixtures' pages (or the directory given as local_web) on 127.0.0.1 and search them."""
+        value = self.options["local_web"]
+        pages = PAGES if value is True or str(value).lower() in ("true", "1", "fixtures") else Path(str(value))
+        self._web = contextlib.ExitStack()
+        base = self._web.enter_context(serve(pages))
+        self.search = SearxNG(url=base)
+        self.options["local_base_url"] = base
+
+    def close(self) -> None:
+        super().close()
+        if self._web is not None:
+            self._web.close()
+            self._web = None
+
     def execute(self, call: ToolCall, agent_id: str) -> ToolResult:
         self._agent_id = agent_id  # attributes page-answer LLM calls to the worker that asked
-        return super().execute(call, agent_id)
+        result = super().execute(call, agent_id)
+        if self._gold_end is not None and result.ok:
+            self._gold_end.answer = result.output.strip()
+        return result
 
     # ----------------------------------------------------------------- tools
     def _search_tool(self) -> Tool:
@@ -168,8 +194,12 @@ class GaiaEnv(GeneralEnv):
         return {"match": text.strip().lower().startswith("yes"), "raw": text.strip()[:200]}
 
     def gold(self) -> tuple[list[ToolCall], EndTask] | None:
-        """Reference calls (project fixtures only: `porchestra_gold_actions`) and the reference answer.
-        Real GAIA has no machine-replayable trajectory: its gold is the answer alone."""
+        """Reference calls (project fixtures only: `porchestra_gold_actions`) and the end action.
+
+        With reference calls, the returned EndTask's answer is filled in as they are replayed: it is
+        the output of the last successful call, so the answer comes from the tools, not from the
+        metadata, and a truncated replay fails. Real GAIA has no machine-replayable trajectory: its
+        gold is the reference answer alone."""
         expected = self.expected_answer()
         if expected is None:
             return None
@@ -178,7 +208,10 @@ class GaiaEnv(GeneralEnv):
         for a in self.task.payload.get("gold_actions") or []:  # type: ignore[union-attr]
             args = {k: v.replace("{local_base_url}", base) if isinstance(v, str) else v for k, v in (a.get("args") or {}).items()}
             calls.append(ToolCall(tool=a["tool"], args=args))
-        return calls, EndTask(action="complete", answer=expected)
+        if not calls:
+            return [], EndTask(action="complete", answer=expected)
+        self._gold_end = EndTask(action="complete", answer=None, reasoning="gold: the last reference call's output")
+        return calls, self._gold_end
 
     def prompt_vars(self) -> dict[str, Any]:
         name = self.attachment_name()
