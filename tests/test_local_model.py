@@ -159,7 +159,7 @@ def test_concurrent_calls_match_sequential(model: LocalModel) -> None:
 
 def test_second_load_reads_the_cache_not_the_gguf(model: LocalModel, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = model.load().weights_dir
-    assert cache == local_weights.cache_root() / "models" / "smollm2"
+    assert cache == (local_weights.cache_root() / "models" / "smollm2").resolve()
     assert (cache / local_weights.MARKER).is_file() and list(cache.glob("*.safetensors"))
 
     def no_gguf(*args: object) -> None:

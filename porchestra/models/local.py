@@ -56,26 +56,34 @@ class LocalModel:
     def complete(self, messages: list[Message], *, schema: dict[str, Any] | None = None,
                  max_tokens: int | None = None) -> Completion:
         lm = self.load()
-        prompt = encode_chat(lm.tokenizer, messages)
-        budget = max_tokens or self.options.max_tokens or DEFAULT_MAX_TOKENS
-        context = getattr(lm.model.config, "max_position_embeddings", None)
-        if context:
-            if len(prompt) >= context:
-                raise ContextTooLong(f"{self.name}: prompt of {len(prompt)} tokens does not fit the "
-                                     f"{context}-token context")
-            budget = min(budget, context - len(prompt))
-        with lm.lock:  # one generation at a time per model copy (workers may run in threads)
-            grammar = matcher = None
-            mode = None
+        # One generation at a time per model copy (workers may run in threads); the tokenizer is
+        # inside the lock too, as Rust tokenizers can fail with "Already borrowed" when shared.
+        with lm.lock:
+            prompt = encode_chat(lm.tokenizer, messages)
+            budget = self._budget(lm, len(prompt), max_tokens)
+            grammar = matcher = mode = None
             if schema is not None and self.options.constrained:
                 grammar = _grammar(lm)
                 compiled = grammar.compile(schema)
                 mode, matcher = compiled.mode, compiled.matcher()
-            out = decode(lm.model, prompt, max_new=budget, eos=eos_ids(lm), grammar=grammar,
-                         matcher=matcher, temperature=self.options.temperature, seed=self.options.seed)
-        text = lm.tokenizer.decode(out.tokens, skip_special_tokens=True)
+            try:
+                out = decode(lm.model, prompt, max_new=budget, eos=eos_ids(lm), grammar=grammar,
+                             matcher=matcher, temperature=self.options.temperature, seed=self.options.seed)
+            except RuntimeError as e:  # e.g. out of memory: a model failure, not a crash of the run
+                raise ModelError(f"{self.name}: generation failed: {e}") from e
+            text = lm.tokenizer.decode(out.tokens, skip_special_tokens=True)
         raw = {"finish_reason": out.finish, "constrained": mode, "truncated": out.truncated}
         return Completion(text=text, usage=Usage(input=len(prompt), output=len(out.tokens)), raw=raw)
+
+    def _budget(self, lm: LoadedModel, prompt_len: int, max_tokens: int | None) -> int:
+        budget = max_tokens or self.options.max_tokens or DEFAULT_MAX_TOKENS
+        context = getattr(lm.model.config, "max_position_embeddings", None)
+        if not context:
+            return budget
+        if prompt_len >= context:
+            raise ContextTooLong(f"{self.name}: prompt of {prompt_len} tokens does not fit the "
+                                 f"{context}-token context")
+        return min(budget, context - prompt_len)
 
 
 def encode_chat(tokenizer: Any, messages: list[Message]) -> list[int]:

@@ -92,12 +92,12 @@ def resolve(rest: str) -> Source:
     """Cheap validation of a `local:` spec (no weights are read)."""
     name = HUB_ALIASES.get(rest, rest)
     if name in EMBEDDED:
-        return Source("gguf", embedded_gguf(name), cache_root() / "models" / name)
+        return Source("gguf", embedded_gguf(name), (cache_root() / "models" / name).resolve())
     path = Path(rest).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         path = path.resolve()
         digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
-        return Source("gguf", path, cache_root() / "models" / f"{path.stem}-{digest}")
+        return Source("gguf", path, (cache_root() / "models" / f"{path.stem}-{digest}").resolve())
     if not path.is_dir():
         known = ", ".join(f"local:{n}" for n in EMBEDDED)
         raise ValueError(f"local:{rest}: no such model; use {known}, a checkpoint or adapter directory, "
@@ -204,8 +204,10 @@ def load(source: Source) -> LoadedModel:
             loaded = _load(source)
         except ImportError as e:
             raise LocalModelUnavailable(f"local model backend unavailable ({e}); {INSTALL_HINT}") from e
-        except (OSError, ValueError) as e:
-            raise LocalModelUnavailable(f"cannot load local model {source.path}: {e}") from e
+        except Exception as e:  # corrupt files, unknown architectures, ...: say which files
+            where = f" (converted cache: {source.cache_dir}; delete it to convert again)" if source.cache_dir else ""
+            raise LocalModelUnavailable(f"cannot load local model {source.path}{where}: "
+                                        f"{type(e).__name__}: {e}") from e
         with _REGISTRY_LOCK:
             _LOADED[source.key] = loaded
         return loaded
