@@ -136,7 +136,7 @@ class FaultLayer:
         else among all tools; made when the fault activates (step trigger) or at the first call."""
         if f.target is not None or not names:
             return
-        held = sorted({t for w in self.rt.workers.values() if w.live for t in w.harness.tools if t in names})
+        held = sorted({t for w in list(self.rt.workers.values()) if w.live for t in w.harness.tools if t in names})
         f.target = f.rng.choice(held or sorted(names))
 
     def _activate(self, f: _Fault, agent_id: str) -> None:

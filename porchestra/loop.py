@@ -11,7 +11,7 @@ task cleanly with a recorded reason. Entry point: :func:`porchestra.run.run_task
 from __future__ import annotations
 
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import Any
 
@@ -51,6 +51,9 @@ class Runtime:
         self.tool_layer: Any = env  # fault injection wraps this (same `tools`/`execute` signatures)
         self.policy_state: dict[str, Any] = {}  # per-task state of the control policy (plans, rounds)
         self.pending: deque[Handoff] = deque()  # handoffs waiting for a decision, oldest first
+        self._inflight: dict[str, Future] = {}  # worker id → its thread (parallel policies only)
+        self._pool: ThreadPoolExecutor | None = None
+        self._halted = False
 
     # --- views used by agents and templates ------------------------------------------------------
     def all_tools(self) -> list[Tool]:
@@ -202,15 +205,40 @@ class Runtime:
             self.log.emit("terminate", w.id, "orchestrator", reason=reason, by=by)
 
     # --- running workers ---------------------------------------------------------------------------
-    def run_workers(self, workers: list[Worker]) -> list[Handoff]:
+    def _resume(self, pending: deque[Handoff]) -> None:
+        """Run live workers until the next handoff. With a parallelism of 1 (the paper's setting) they
+        run in turn on this thread; otherwise each runs in its own thread and every handoff is
+        answered as soon as it arrives while the others keep running."""
+        if pending:
+            return  # answer every queued handoff first
+        running = [w for w in self.workers.values() if w.status == "running" and w.id not in self._inflight]
         parallel = self.policy.parallelism(self)
-        if len(workers) == 1 or parallel == 1:
-            return [self._run_until_handoff(w) for w in workers]
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            return list(pool.map(self._run_until_handoff, workers))
+        if parallel == 1:
+            pending.extend(self._run_until_handoff(w) for w in running)
+            return
+        if running and self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="porchestra-worker")
+        for w in running:
+            self._inflight[w.id] = self._pool.submit(self._run_until_handoff, w)
+        if not self._inflight:
+            return
+        done, _ = wait(list(self._inflight.values()), return_when=FIRST_COMPLETED)
+        for wid, future in list(self._inflight.items()):  # several at once: in start order
+            if future in done:
+                del self._inflight[wid]
+                pending.append(future.result())
+
+    def _halt_workers(self) -> None:
+        """The task is over: workers still running hand off at their next step; wait for them."""
+        self._halted = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run_until_handoff(self, w: Worker) -> Handoff:
         while True:
+            if self._halted:
+                h = Handoff(worker_id=w.id, kind="notification", detail="the task ended")
+                break
             if self.env.is_stopped():
                 h = Handoff(worker_id=w.id, kind="notification", detail="the environment stopped")
                 break
@@ -244,6 +272,12 @@ class Runtime:
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self) -> EndTask | None:
+        try:
+            return self._loop()
+        finally:
+            self._halt_workers()
+
+    def _loop(self) -> EndTask | None:
         pending = self.pending
         while True:
             if self.env.is_stopped():
@@ -259,9 +293,7 @@ class Runtime:
                     return end
                 self.updates.append(f"New user message: {next_message}")
                 continue
-            running = [w for w in self.workers.values() if w.status == "running"]
-            if running and not pending:  # answer every queued handoff first, then resume together
-                pending.extend(self.run_workers(running))
+            self._resume(pending)
 
 
 class Models:

@@ -12,7 +12,7 @@ from porchestra.policies.offline import OfflinePolicy
 from porchestra.policies.rounds import OrchestraO1Policy
 from porchestra.policies.single import MiniSwePolicy, ReactPolicy
 from porchestra.run import Models, run_task
-from porchestra.tools.base import tool_from_function
+from porchestra.tools.base import ToolError, tool_from_function
 
 
 class AltLedgerEnv(LedgerEnv):
@@ -44,6 +44,12 @@ class SyncLedgerEnv(LedgerEnv):
             return f"met {tag}"
 
         return super().tools() + [tool_from_function(sync)]
+
+
+def end_when_all_finished(prompt: str, n: int) -> str:
+    """On a finish report: complete once every worker has finished, else wait for the others."""
+    done = prompt.count(" finish] subgoal:") + 1  # earlier finishes in memory + this one
+    return complete("8") if done >= n else wait()
 
 
 def _tool_calls_before(events, index):
@@ -175,9 +181,7 @@ def test_concurrent_reports_reach_the_right_worker(tmp_path, cfg, ledger_task):
         wid = text.split("Current SubAgent: ")[1].split(" ")[0]
         if "sent a revise report" in text:
             return revise(context=f"answer-for-{wid}")
-        if wid == "worker-1":
-            return wait()
-        return complete("8")
+        return end_when_all_finished(text, 2)
 
     worker_a = [call("sync", tag="A2")]  # A also meets B's second sync after the revisions
     worker.routes["Your task: sub-A"][2:2] = worker_a
@@ -263,3 +267,51 @@ def test_react_continues_the_same_history_on_a_new_user_message(tmp_path, cfg, l
     assert any("Also buy a pear." in c for c in history)  # appended to the same linear history
     assert history[1].startswith("Your task: " + ledger_task.instruction)
     assert len(worker.calls[-1]) > len(worker.calls[1])
+
+
+def test_concurrent_revise_is_answered_while_other_workers_run(tmp_path, cfg, ledger_task):
+    """B blocks inside a tool until A has been revised and resumed: the orchestrator must answer A's
+    request while B is still running (with batch handoffs this would never happen)."""
+    class SignalEnv(LedgerEnv):
+        def __init__(self):
+            super().__init__()
+            self.flag = threading.Event()
+
+        def tools(self):
+            flag = self.flag
+
+            def signal() -> str:
+                """Let the other worker go on."""
+                flag.set()
+                return "signalled"
+
+            def wait_signal() -> str:
+                """Wait for the other worker."""
+                if not flag.wait(timeout=20):
+                    raise ToolError("nobody signalled")
+                return "released"
+
+            return super().tools() + [tool_from_function(signal), tool_from_function(wait_signal)]
+
+    worker = RoutedModel({
+        "Your task: sub-A": [report("revise", "A needs context", "context please", resource="context"),
+                             call("signal"), report("finish", "A finished")],
+        "Your task: sub-B": [call("wait_signal"), report("finish", "B finished")]})
+
+    def orchestrate(msgs):
+        text = msgs[1]["content"]
+        if "Current SubAgent" not in text:
+            return delegate_batch(("sub-A", ["signal"]), ("sub-B", ["wait_signal"]))
+        if "sent a revise report" in text:
+            return revise(context="here it is")
+        return end_when_all_finished(text, 2)
+
+    cfg = cfg.model_copy(update={"budgets": cfg.budgets.model_copy(update={"max_workers": 4})})
+    r = run_task(ledger_task, SignalEnv(), cfg, out_dir=tmp_path, models=Models(RoutedModel(orchestrate),
+                 {"default": worker}), policy=ConcurrentProactivePolicy(2))
+    ev = events_of(r.events_path)
+    assert [(e["tool"], e["ok"]) for e in of(ev, "tool_call")] == [("signal", True), ("wait_signal", True)]
+    (rev,) = of(ev, "revise")
+    b_done = next(i for i, e in enumerate(ev) if e["event"] == "tool_call" and e["tool"] == "wait_signal")
+    assert ev.index(rev) < b_done  # A was revised while B was still inside its tool call
+    assert len(of(ev, "report")) == 3 and r.answer == "8"
