@@ -40,7 +40,7 @@ def _swebench_module(name: str) -> Any:
         pass
     spec = importlib.util.find_spec("swebench")
     if spec is None or not spec.submodule_search_locations:
-        raise GradingUnavailable("the swebench package is not installed: pip install --no-deps 'swebench>=5.0.2,<6'")
+        raise GradingUnavailable("the swebench package is not installed: pip install --no-deps 'swebench>=5.0.2,<6' unidiff")
     if "swebench.harness" not in sys.modules:  # a failed package import leaves nothing behind
         harness = types.ModuleType("swebench.harness")
         harness.__path__ = [str(Path(list(spec.submodule_search_locations)[0]) / "harness")]
@@ -48,7 +48,7 @@ def _swebench_module(name: str) -> Any:
     try:
         return importlib.import_module(f"swebench.harness.{name}")
     except ImportError as e:
-        raise GradingUnavailable(f"swebench grading cannot be imported: {e}") from None
+        raise GradingUnavailable(f"swebench grading cannot be imported ({e}); pip install --no-deps 'swebench>=5.0.2,<6' unidiff") from None
 
 
 def split_test_files(test_patch: str) -> list[str]:
