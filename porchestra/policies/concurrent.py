@@ -1,10 +1,10 @@
 """`proactive-concurrent[:N]`: the proactive protocol with independent subtasks running at once.
 
 The orchestrator may start several workers with `delegate_tasks`; up to N (default: the configured
-`max_parallel`, at least 2) run concurrently and each may send finish / revise / stop. Their reports
-are queued and the orchestrator answers them one at a time, each decision seeing the runtime as it is
-then (the handoff names the worker; a revision applies to that worker only); answered workers resume
-together.
+`max_parallel`, at least 2) run concurrently and each may send finish / revise / stop. The
+orchestrator answers reports one at a time as they arrive, while the other workers keep running; each
+decision sees the runtime as it is then (the handoff names the worker, and a revision applies to that
+worker only), and a revised worker resumes at once. `wait` lets the others go on.
 """
 
 from __future__ import annotations
