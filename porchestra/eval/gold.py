@@ -10,7 +10,6 @@ from pathlib import Path
 
 from ..envs.base import Environment, Score, Task
 from ..protocol import EndTask
-from ..protocol import EndTask
 from ..log.events import EventLog, truncate
 from ..log.totals import compute_totals
 
@@ -31,13 +30,15 @@ def run_gold(task: Task, env: Environment, out_dir: str | Path, *, truncated: bo
         gold = env.gold()
         if gold is None:
             raise NoGold(f"task {task.id} has no reference actions")
-        actions, end = gold
+        actions, ending = gold
         if truncated:
-            # multi-turn gold (BFCL) interleaves EndTask items that close user turns: drop the last call
+            # multi-turn gold (BFCL) interleaves EndTask items that close user turns: drop the last call;
+            # with no call to drop, the truncated run ends without an end action
             calls_at = [i for i, a in enumerate(actions) if not isinstance(a, EndTask)]
-            if not calls_at:
-                raise NoGold(f"task {task.id} has no reference actions to truncate")
-            actions = actions[:calls_at[-1]] + actions[calls_at[-1] + 1:]
+            if calls_at:
+                actions = actions[:calls_at[-1]] + actions[calls_at[-1] + 1:]
+            else:
+                ending = None
         log.emit("delegate", "gold", "orchestrator", harness={
             "subgoal": task.instruction, "context": "", "step_budget": len(actions), "model": None,
             "tools": sorted({a.tool for a in actions if not isinstance(a, EndTask)}), "constraints": []})
