@@ -88,7 +88,7 @@ def test_telecom_with_user_simulator_acting_on_its_phone(tmp_path):
                [call("send_message_to_user", message="Hello, how can I help?"),
                 call("get_customer_by_phone", phone_number="555-123-2002"),
                 call("send_message_to_user", message="Roaming is enabled on your line; please turn on data roaming on your phone.")])
-    r = run_task(task, env, CFG, out_dir=tmp_path, models=m, wrap_runtime=lambda rt: env.bind_gateway(rt.gateway))
+    r = run_task(task, env, CFG, out_dir=tmp_path, models=m)  # run_task binds its Gateway to the env
     assert r.reason == "environment_stopped" and r.success is True, r
     replies = [e["output"]["text"] for e in events_of(r.events_path) if e["event"] == "tool_call"
                and e["tool"] == "send_message_to_user"]
