@@ -143,3 +143,24 @@ def test_dagrpo_scores_candidates_through_the_judge(work):
     assert row["n_groups"] == 2 and row["reward_mean"] == pytest.approx((1.0 + 0.05) / 2)
     calls = [json.loads(x) for x in (out / "judge_events.jsonl").read_text().splitlines()]
     assert sum(c["event"] == "llm_call" and c["role"] == "judge" for c in calls) == 4
+
+
+def test_sft_export_is_usable_by_trl_sft_trainer(work, tmp_path):
+    """The documented prompt-completion format trains with TRL's SFTTrainer, prompt masked."""
+    datasets = pytest.importorskip("datasets")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    run("export", "sft", F / "run_ok", "--out", tmp_path / "sft.jsonl")
+    rows = [{k: v for k, v in r.items() if k != "metadata"} for r in _rows(tmp_path / "sft.jsonl")]
+    tok = AutoTokenizer.from_pretrained(work / "tiny")
+    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(work / "tiny"),
+                         args=SFTConfig(output_dir=str(tmp_path / "trl"), max_steps=1, use_cpu=True, bf16=False,
+                                        report_to="none", save_strategy="no", per_device_train_batch_size=2),
+                         train_dataset=datasets.Dataset.from_list(rows), processing_class=tok)
+    ex = trainer.train_dataset[0]
+    trained = [t for t in ex["labels"] if t != -100]
+    reply = tok(rows[0]["completion"][0]["content"], add_special_tokens=False)["input_ids"]
+    assert 0 < len(trained) < len(ex["input_ids"])  # the prompt is masked
+    assert trained[:len(reply)] == reply  # what is trained is the decision (then the end of turn)
+    assert trainer.train().training_loss > 0
