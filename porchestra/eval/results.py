@@ -63,7 +63,7 @@ class ResultStore:
         with self._lock:
             if row_key(row) in self.done():
                 return  # exactly once, even if two runners race on the same key
-            with self.path.open("a", encoding="utf-8") as fh:
+            with self.path.open("a", encoding="utf-8", errors="backslashreplace") as fh:  # lone surrogates
                 fh.write(line)
                 fh.flush()
                 os.fsync(fh.fileno())

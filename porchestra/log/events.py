@@ -43,7 +43,9 @@ class EventLog:
         self.listeners = list(listeners or [])
         self._lock = threading.Lock()
         self._step = 0
-        self._fh = self.path.open("a", encoding="utf-8")
+        # backslashreplace: a lone surrogate (legal in a model reply decoded from JSON) is written as
+        # its JSON escape instead of crashing the run; reading the line back gives the same text
+        self._fh = self.path.open("a", encoding="utf-8", errors="backslashreplace")
         self.events: list[dict[str, Any]] = []  # in-memory copy for totals and the loop
 
     @property
