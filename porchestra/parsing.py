@@ -34,21 +34,31 @@ class FormatError(ValueError):
 
 
 _decoder = json.JSONDecoder()
+_OBJECT_START = re.compile(r'\{\s*["}]')  # a JSON object opens with a key or closes at once
+# Each failed decode costs O(len(text)) (the error computes its line number), so a reply made of
+# thousands of stray braces would take minutes; after this many failed starts the reply is rejected.
+MAX_FAILED_STARTS = 1000
 
 
 def extract_json_objects(text: str) -> list[dict[str, Any]]:
     """Every top-level JSON object in `text`, in order (prose, fences and trailing text ignored)."""
     found: list[dict[str, Any]] = []
-    i = 0
+    i = failed = 0
     while True:
-        i = text.find("{", i)
-        if i < 0:
+        m = _OBJECT_START.search(text, i)
+        if m is None:
             return found
+        i = m.start()
         try:
             obj, end = _decoder.raw_decode(text, i)
         except json.JSONDecodeError:
+            failed += 1
+            if failed > MAX_FAILED_STARTS:
+                raise FormatError("Too many unparseable '{' in the reply. Return exactly one JSON action.") from None
             i += 1
             continue
+        except RecursionError:  # adversarially deep nesting: no action object can be read from it
+            raise FormatError("The JSON is nested too deeply. Return exactly one flat JSON action.") from None
         if isinstance(obj, dict):
             found.append(obj)
         i = end
