@@ -70,8 +70,17 @@ def default_out(prefix: str) -> Path:
 
 
 def _common_overrides(mode, orchestrator_model, worker_model, global_steps, worker_steps, max_workers,
-                      max_cost, ablate, base_url, orchestrator_base_url, worker_base_url) -> dict[str, Any]:
+                      max_cost, ablate, base_url, orchestrator_base_url, worker_base_url, faults=None,
+                      max_parallel=None) -> dict[str, Any]:
+    if faults is not None:
+        from .faults import parse_fault_spec
+
+        try:
+            faults = parse_fault_spec(faults)
+        except ValueError as e:
+            raise ConfigError(f"--faults: {e}") from None
     return {
+        "faults": faults, "budgets.max_parallel": max_parallel,
         "mode": mode, "orchestrator_model": orchestrator_model, "worker_model": worker_model,
         "budgets.global_steps": global_steps, "budgets.worker_steps": worker_steps,
         "budgets.max_workers": max_workers, "budgets.max_cost_usd": max_cost,
@@ -96,6 +105,9 @@ def run(
     max_workers: Optional[int] = typer.Option(None, help="Most workers per task."),
     max_cost: Optional[float] = typer.Option(None, help="Stop when known cost (USD) exceeds this."),
     ablate: list[str] = typer.Option([], help="Turn off a revision dimension or protocol field (repeatable)."),
+    faults: Optional[str] = typer.Option(None, help="Inject tool faults, e.g. 'revoke:search@first,"
+                                                    "transient:fetch:0.3@calls=2' (see porchestra/faults.py)."),
+    max_parallel: Optional[int] = typer.Option(None, help="Workers running at once (concurrent modes)."),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL for all roles."),
     orchestrator_base_url: Optional[str] = typer.Option(None),
     worker_base_url: Optional[str] = typer.Option(None),
@@ -111,7 +123,7 @@ def run(
     try:
         cfg = build_config(config, env=env, **_common_overrides(
             mode, orchestrator_model, worker_model, global_steps, worker_steps, max_workers, max_cost, ablate,
-            base_url, orchestrator_base_url, worker_base_url))
+            base_url, orchestrator_base_url, worker_base_url, faults, max_parallel))
         policy = make_policy(cfg.mode)
         the_task, environment = _resolve_task(task, cfg, workspace, answer, allow_unisolated)
         models = build_models(cfg)
@@ -197,8 +209,15 @@ def _register_subcommands() -> None:
         _mount(module, attr, name, kind)
 
 
+# (module, attribute, verb, kind). Each verb lives with the code it drives; heavy imports (torch,
+# matplotlib) happen inside the commands, so mounting them keeps start-up fast.
 SUBCOMMANDS: list[tuple[str, str, str, str]] = [
     ("porchestra.eval.cli", "eval_cmd", "eval", "command"),
+    ("porchestra.viewer.cli", "view_cmd", "view", "command"),
+    ("porchestra.report.cli", "report_cmd", "report", "command"),
+    ("porchestra.cli_export", "export_app", "export", "typer"),
+    ("porchestra.train.cli", "attribute_cmd", "attribute", "command"),
+    ("porchestra.train.cli", "train_app", "train", "typer"),
 ]
 
 

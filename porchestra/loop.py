@@ -82,8 +82,9 @@ class Runtime:
         data = report.model_dump()
         if "state" in drop:
             data["state"] = ""
-        if "request" in drop:
+        if "request" in drop:  # the whole Request signal: proposal and text
             data["request"] = data["reason"] = ""
+            data["task_scope"], data["resource"] = {}, {}
         if "evidence" in drop:
             data["evidence"] = {}
         return Report.model_validate(data)
@@ -144,7 +145,7 @@ class Runtime:
     def execute(self, d: Any, plan: Any, handoff: Handoff | None) -> EndTask | None:
         if handoff is not None:
             w = self.workers[handoff.worker_id]
-            self.memory.append(render_report(w, handoff))
+            self.memory.append(render_report(w, handoff, self.ablate))
         if isinstance(d, (DelegateTask, DelegateBatch)):
             if handoff is not None and self.workers[handoff.worker_id].status == "paused":
                 self._close(self.workers[handoff.worker_id], "superseded by a new delegation")

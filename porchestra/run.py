@@ -57,6 +57,13 @@ def build_models(cfg: RunConfig, cache: dict[str, Model] | None = None) -> Model
     return Models(get(cfg.orchestrator_model, "orchestrator"), workers, cfg.worker_model_names())
 
 
+def with_env_budgets(cfg: RunConfig, env: Environment) -> RunConfig:
+    """A benchmark's default budgets (SWE-bench: 500 / 50) apply where the user set none."""
+    b = cfg.budgets
+    defaults = {k: v for k, v in env.default_budgets.items() if k not in b.model_fields_set}
+    return cfg.model_copy(update={"budgets": b.model_copy(update=defaults)}) if defaults else cfg
+
+
 def _end_answer(end: EndTask | None) -> str | None:
     if end is None:
         return None
@@ -71,6 +78,7 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     run_id = run_id or uuid.uuid4().hex[:12]
+    cfg = with_env_budgets(cfg, env)
     policy = policy or make_policy(cfg.mode)
     log = EventLog(out / "events.jsonl", run_id, task.id, redactor=redactor, listeners=list(listeners))
     end: EndTask | None = None

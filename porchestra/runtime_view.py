@@ -21,29 +21,30 @@ if TYPE_CHECKING:
     from .loop import Runtime
 
 
-def report_payload(handoff: Handoff) -> dict[str, Any]:
-    """The report as the orchestrator sees it (ablated fields already removed by the runtime)."""
+def report_payload(handoff: Handoff, ablate: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The report as the orchestrator sees it. An ablated protocol field is absent, not empty: without
+    Request the orchestrator gets neither the task-scope/resource proposal nor the request text."""
     r = handoff.report
     if r is None:
         return {}
-    data: dict[str, Any] = {"state": r.state,
-                            "action": {"type": r.type, "task_scope": r.task_scope.model_dump(),
-                                       "resource": r.resource.model_dump(), "request": r.request,
-                                       "reason": r.reason},
-                            "evidence": r.evidence.model_dump()}
+    action: dict[str, Any] = {"type": r.type}
+    if "request" not in ablate:
+        action |= {"task_scope": r.task_scope.model_dump(), "resource": r.resource.model_dump(),
+                   "request": r.request, "reason": r.reason}
+    data: dict[str, Any] = {"state": r.state, "action": action, "evidence": r.evidence.model_dump()}
     if not r.state:
         data.pop("state")
-    if not r.request and not r.reason:
-        data["action"].pop("request")
-        data["action"].pop("reason")
+    if "request" in action and not r.request and not r.reason:
+        action.pop("request")
+        action.pop("reason")
     if not r.evidence.summary and not r.evidence.raw:
         data.pop("evidence")
     return data
 
 
-def render_report(worker: "Worker", handoff: Handoff) -> str:
+def render_report(worker: "Worker", handoff: Handoff, ablate: frozenset[str] = frozenset()) -> str:
     if handoff.report is not None:
-        body = json.dumps(report_payload(handoff), ensure_ascii=False)
+        body = json.dumps(report_payload(handoff, ablate), ensure_ascii=False)
         return f"[{worker.id} {handoff.report.type}] subgoal: {worker.harness.subgoal}\n{body}"
     return f"[{worker.id} {handoff.kind}] subgoal: {worker.harness.subgoal}\n{handoff.detail}"
 
@@ -66,7 +67,7 @@ def orchestrator_vars(rt: "Runtime", handoff: Handoff | None, allowed: list[str]
         w = rt.workers[handoff.worker_id]
         view = {**w.view(), "worker_id": w.id, "kind": handoff.kind, "detail": handoff.detail,
                 "report_type": handoff.report.type if handoff.report else None,
-                "report_text": json.dumps(report_payload(handoff), ensure_ascii=False),
+                "report_text": json.dumps(report_payload(handoff, rt.ablate), ensure_ascii=False),
                 "recent_text": _recent_text(handoff)}
     return {
         "task": rt.task,

@@ -37,11 +37,11 @@ def worker_schema(tools: list[Tool], comm_actions: list[str], ablate: set[str] |
         options.append(_obj({"action": {"const": t.name}, "params": params, "memory": _STR},
                             ["action", "params", "memory"]))
     for c in comm_actions:
-        inner_props: dict[str, Any] = {"type": {"const": c}, "task_scope": _scope(_SCOPE_OPS), "resource": _RESOURCE}
-        inner_req = ["type", "task_scope", "resource"]
+        inner_props: dict[str, Any] = {"type": {"const": c}}
+        inner_req = ["type"]
         if "request" not in ablate:
-            inner_props |= {"request": _STR, "reason": _STR}
-            inner_req += ["request", "reason"]
+            inner_props |= {"task_scope": _scope(_SCOPE_OPS), "resource": _RESOURCE, "request": _STR, "reason": _STR}
+            inner_req += ["task_scope", "resource", "request", "reason"]
         params_props: dict[str, Any] = {"action": _obj(inner_props, inner_req)}
         params_req = ["action"]
         if "state" not in ablate:

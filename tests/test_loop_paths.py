@@ -237,3 +237,16 @@ def test_end_action_requires_a_delegation_first(tmp_path, ledger_task):
     r, ev, _ = run(tmp_path, ledger_task, [complete("8"), delegate("buy", ["buy"]), complete("3")],
                    [call("buy", item="apple"), report("finish", "ok")])
     assert "Unknown or unavailable action 'complete'" in of(ev, "format_error")[0]["error"]
+
+
+def test_environment_default_budgets_apply_unless_set(tmp_path, ledger_task):
+    from porchestra.config import load_config
+    from porchestra.run import with_env_budgets
+
+    env = LedgerEnv()
+    env.default_budgets = {"global_steps": 500, "worker_steps": 50}
+    cfg = with_env_budgets(load_config(None, {"budgets.worker_steps": 7}), env)
+    assert cfg.budgets.global_steps == 500 and cfg.budgets.worker_steps == 7
+    r, ev, _ = run(tmp_path, ledger_task, [delegate("buy", ["buy"]), complete("3")],
+                   [call("buy", item="apple"), report("finish", "ok")], env=env)
+    assert ev[0]["config"]["budgets"]["global_steps"] == 500

@@ -71,6 +71,8 @@ def eval_cmd(
     global_steps: Optional[int] = typer.Option(None), worker_steps: Optional[int] = typer.Option(None),
     max_workers: Optional[int] = typer.Option(None), max_cost: Optional[float] = typer.Option(None),
     ablate: list[str] = typer.Option([]),
+    faults: Optional[str] = typer.Option(None, help="Inject tool faults (same syntax as `porchestra run`)."),
+    max_parallel: Optional[int] = typer.Option(None),
     base_url: Optional[str] = typer.Option(None), orchestrator_base_url: Optional[str] = typer.Option(None),
     worker_base_url: Optional[str] = typer.Option(None),
 ) -> None:
@@ -82,7 +84,7 @@ def eval_cmd(
         cfg = build_config(config, env=bench, judge_model=judge_model, user_model=user_model,
                            **_common_overrides(mode, orchestrator_model, worker_model, global_steps, worker_steps,
                                                max_workers, max_cost, ablate, base_url, orchestrator_base_url,
-                                               worker_base_url))
+                                               worker_base_url, faults, max_parallel))
         the_policy = policy or cfg.mode
         if policy is not None and policy not in ("gold", "gold-truncated"):
             raise BenchmarkError(f"--policy must be gold or gold-truncated, got {policy!r}")
