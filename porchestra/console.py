@@ -23,10 +23,16 @@ def _short(value: Any, n: int = 160) -> str:
 
 
 class ConsoleView:
-    def __init__(self, console: Console | None = None, verbose: bool = False):
+    def __init__(self, console: Console | None = None, verbose: bool = False, spinner: bool = True):
         self.console = console or Console(highlight=False)
         self.verbose = verbose
         self._colors: dict[str, str] = {}
+        # a live "who is thinking" line while a (possibly slow, local) model call runs
+        self._status = self.console.status("") if spinner and self.console.is_terminal else None
+
+    def call_started(self, role: str, agent_id: str, model: str) -> None:
+        if self._status is not None:
+            self._status.update(f"[dim]{agent_id} thinking · {model}[/]")
 
     def _color(self, agent: str) -> str:
         if agent == "orchestrator":
@@ -43,6 +49,8 @@ class ConsoleView:
         self.console.print(f"[dim]{e['step']:>4}[/] [{self._color(agent)}]{escape(agent)}[/] {text}")
 
     def _task_start(self, e: dict[str, Any]) -> None:
+        if self._status is not None:
+            self._status.start()
         cfg = e.get("config", {})
         self.console.print(Panel(escape(e["task"]["instruction"]), title=f"task {escape(e['task_id'])}",
                                  title_align="left", expand=True))
@@ -125,6 +133,8 @@ class ConsoleView:
                                  expand=False))
 
     def _task_end(self, e: dict[str, Any]) -> None:
+        if self._status is not None:
+            self._status.stop()
         t = e.get("totals", {})
         cost = t.get("cost_usd")
         cost_txt = "unknown (unpriced model)" if cost is None else f"${cost:.4f}"

@@ -80,7 +80,8 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     run_id = run_id or uuid.uuid4().hex[:12]
     cfg = with_env_budgets(cfg, env)
     policy = policy or make_policy(cfg.mode)
-    log = EventLog(out / "events.jsonl", run_id, task.id, redactor=redactor, listeners=list(listeners))
+    listeners = list(listeners)
+    log = EventLog(out / "events.jsonl", run_id, task.id, redactor=redactor, listeners=listeners)
     end: EndTask | None = None
     reason = "completed"
     score = Score(success=None, reason="not evaluated")
@@ -91,7 +92,9 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
         try:
             models = models or build_models(cfg)
             env.reset(task)
-            gateway = Gateway(log, PriceTable(cfg.prices), thinking=env.thinking)
+            progress = [getattr(x, "call_started") for x in listeners if hasattr(x, "call_started")]
+            gateway = Gateway(log, PriceTable(cfg.prices), thinking=env.thinking,
+                              on_start=progress[0] if progress else None)
             env.bind_gateway(gateway)
             rt = Runtime(task, env, cfg, policy, models, log, gateway)
             if cfg.faults:  # configured faults wrap the tool layer first; wrap_runtime may add more

@@ -38,15 +38,22 @@ class LLMCall:
 
 
 class Gateway:
-    def __init__(self, log: EventLog, prices: PriceTable | None = None, thinking: Any = None):
+    def __init__(self, log: EventLog, prices: PriceTable | None = None, thinking: Any = None,
+                 on_start: Any = None):
         self.log = log
         self.prices = prices or PriceTable()
         self._thinking = thinking  # context-manager factory: simulated-time envs pause their clock
+        self._on_start = on_start  # progress display: called as on_start(role, agent_id, model_name)
 
     def call(self, model: Model, messages: list[Message], *, role: str, agent_id: str,
              parent_agent_id: str | None = None, component: str = "other",
              schema: dict[str, Any] | None = None, max_tokens: int | None = None,
              defer: bool = False, **extra: Any) -> LLMCall:
+        if self._on_start is not None:
+            try:
+                self._on_start(role, agent_id, model.name)
+            except Exception:  # a display problem must never break a run
+                pass
         start = time.perf_counter()
         try:
             if self._thinking is not None:
