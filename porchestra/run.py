@@ -8,6 +8,7 @@ escapes as an exception (and even then `task_end` is written first).
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,8 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     cfg = with_env_budgets(cfg, env)
     policy = policy or make_policy(cfg.mode)
     listeners = list(listeners)
+    if redactor is None:  # keys named by the config, whatever their variable is called
+        redactor = Redactor(os.environ.get(o.api_key_env) or "" for o in cfg.model_options.values() if o.api_key_env)
     log = EventLog(out / "events.jsonl", run_id, task.id, redactor=redactor, listeners=listeners)
     end: EndTask | None = None
     reason = "completed"
@@ -128,4 +131,6 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     log.emit("task_end", success=score.success, score=score.score, reason=reason,
              check=score.reason, check_details=score.details, totals=totals)
     log.close()
-    return TaskResult(task.id, score.success, score.score, reason, _end_answer(end), totals, out / "events.jsonl")
+    answer = _end_answer(end)  # results rows and summaries are written from this: no keys in it
+    return TaskResult(task.id, score.success, score.score, redactor.redact_text(reason),
+                      None if answer is None else redactor.redact_text(answer), totals, out / "events.jsonl")
