@@ -119,11 +119,11 @@ def test_opod_with_lambda_zero_trains_exactly_like_rwr(work):
     assert any(not torch.equal(base[k], tiny[k]) for k in base if k in tiny)
 
 
-@pytest.mark.parametrize("mode", ["--lora", "--full"])
+@pytest.mark.parametrize("mode", [["--lora"], ["--full", "--divergence", "jsd"], ["--lora", "--bf16"]])
 def test_opod_runs_with_both_terms(work, mode):
-    out = work / f"opod{mode}"
+    out = work / f"opod{'_'.join(mode)}"
     run("train", "opod", work / "rec.jsonl", "--attributions", work / "attr.jsonl", "--model", work / "tiny",
-        "--out", out, "--max-steps", "2", "--max-new-tokens", "6", mode, *FAST)
+        "--out", out, "--max-steps", "2", "--max-new-tokens", "6", *mode, *FAST)
     rows = _rows(out / "metrics.jsonl")
     assert sum(r["n_opd"] for r in rows) >= 1 and all(r["loss_opd"] >= 0 for r in rows)
     assert all(abs(r["loss"] - (r["loss_rwr"] + r["loss_opd"])) < 1e-4 for r in rows)
@@ -164,3 +164,13 @@ def test_sft_export_is_usable_by_trl_sft_trainer(work, tmp_path):
     assert 0 < len(trained) < len(ex["input_ids"])  # the prompt is masked
     assert trained[:len(reply)] == reply  # what is trained is the decision (then the end of turn)
     assert trainer.train().training_loss > 0
+
+
+def test_full_fine_tune_resumes_from_its_checkpoint(work):
+    out = work / "sft_full"
+    args = ["train", "sft", work / "sft.jsonl", "--model", work / "tiny", "--out", out, "--full", "--save-every", "1", *FAST]
+    run(*args, "--max-steps", "1")
+    assert (out / "checkpoint-1" / "model.safetensors").is_file() and (out / "checkpoint-1" / "optimizer.pt").is_file()
+    run(*args, "--max-steps", "2")
+    assert [r["step"] for r in _rows(out / "metrics.jsonl")] == [1, 2]
+    assert not (out / "adapter").exists() and (out / "final" / "model.safetensors").is_file()

@@ -92,7 +92,9 @@ def run_training(cfg: TrainSettings, items: list[Item], objective: Objective, ne
         raise TrainInputError(f"--out {out}: holds a {state.get('method')} run, not {cfg.method}")
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    accel = Accelerator(mixed_precision="bf16" if cfg.bf16 else "no", cpu=not torch.cuda.is_available())
+    # bf16 is applied by the objectives' own autocast (accelerate's state is process-global and would
+    # pin the first run's precision for every later run in the same process)
+    accel = Accelerator(cpu=not torch.cuda.is_available())
 
     model, tok, base_dir = load_merged(cfg.model)
     enc = Encoder(tok, cfg.max_length)
