@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .models.registry import DEFAULT_MODEL, ModelOptions, parse_spec
 
 ROLES = ("orchestrator", "worker", "attributor", "judge", "user")
+# revision dimensions (harness.apply_revision) and protocol fields (loop.PROTOCOL_FIELDS) that --ablate turns off
+ABLATIONS = ("task_scope", "context", "tools", "budget", "constraints", "state", "request", "evidence")
 
 
 class ConfigError(ValueError):
@@ -65,6 +67,14 @@ class RunConfig(BaseModel):
     def _specs(cls, v: dict[str, str]) -> dict[str, str]:
         for spec in v.values():
             parse_spec(spec)
+        return v
+
+    @field_validator("ablate")
+    @classmethod
+    def _ablations(cls, v: list[str]) -> list[str]:
+        bad = [a for a in v if a not in ABLATIONS]
+        if bad:
+            raise ValueError(f"unknown ablation(s) {bad}; known: {list(ABLATIONS)}")
         return v
 
     @field_validator("model_options")
