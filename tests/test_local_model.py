@@ -190,7 +190,7 @@ def test_peft_adapter_directory(model: LocalModel, tmp_path: Path) -> None:
     q_base = model.load().model.model.layers[0].self_attn.q_proj.weight
     assert q_tuned.shape == q_base.shape and not q_tuned.equal(q_base)  # merged, shared base untouched
     c = tuned.complete([{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Read a.txt"}],
-                       schema=WORKER_SCHEMA, max_tokens=60)
+                       schema=WORKER_SCHEMA, max_tokens=40)
     jsonschema.validate(json.loads(c.text), WORKER_SCHEMA)
 
 
@@ -198,3 +198,10 @@ def test_adapter_with_unknown_base_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/not-here"}))
     with pytest.raises(local_weights.LocalModelUnavailable, match="not found locally"):
         LocalModel(str(tmp_path)).load()
+
+
+def test_registry_builds_the_local_backend(model: LocalModel) -> None:
+    built = make_model("local:smollm2", role="orchestrator", options=ModelOptions(max_tokens=5))
+    assert isinstance(built, LocalModel) and built.name == "local:smollm2"
+    assert built.load() is model.load()  # orchestrator and worker roles share one copy
+    assert built.complete([{"role": "user", "content": "Hi"}]).usage.output <= 5

@@ -66,7 +66,7 @@ class SchemaGrammar:
         try:
             key = json.dumps(schema, sort_keys=True)
         except (TypeError, ValueError) as e:
-            return self._fallback(f"schema is not JSON-serialisable: {e}", schema=None)
+            return self._fallback(f"schema is not JSON-serialisable: {e}")
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
@@ -98,10 +98,10 @@ class SchemaGrammar:
                     return CompiledSchema(mode, error, matcher)
                 messages = [matcher.get_error()]
             errors.append(" ".join(m.strip() for m in messages)[:300] or "unknown error")
-        return self._fallback("; ".join(dict.fromkeys(errors)), schema)
+        return self._fallback("; ".join(dict.fromkeys(errors)))
 
     @staticmethod
-    def _fallback(error: str, schema: Any) -> CompiledSchema:
+    def _fallback(error: str) -> CompiledSchema:
         _warn(f"JSON schema cannot be compiled to a grammar; decoding unconstrained: {error}")
         return CompiledSchema("off", error)
 
@@ -113,7 +113,6 @@ class SchemaGrammar:
         bits = np.frombuffer(matcher.compute_bitmask(), dtype=np.uint8)
         mask = np.unpackbits(bits, bitorder="little")[: self.vocab_size]
         return torch.from_numpy(mask.astype(bool))
-
 
     def closing_path(self, matcher: Any, max_depth: int = 6, max_nodes: int = 400) -> list[int] | None:
         """The shortest token sequence that completes the JSON from `matcher`'s state (without
