@@ -379,3 +379,18 @@ def test_unisolated_run_still_cleans_its_process_group(ws):
     r = sb.run_shell(f"sleep {marker} >/dev/null 2>&1 & echo started")
     assert r.isolation == "none" and "started" in r.stdout
     assert _procs_with(f"sleep {marker}") == []
+
+
+def test_python_from_a_venv_under_tmp_runs_in_bwrap(ws, tmp_path):
+    """A checkout (and its .venv) under /tmp must stay visible after the private /tmp is mounted."""
+    if "bwrap" not in ISOLATED:
+        pytest.skip("bwrap not available")
+    venv = Path(tempfile.mkdtemp(prefix="porchestra-venv-", dir="/tmp")) / "venv"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        res = Sandbox(ws, isolation="bwrap", python=str(venv / "bin" / "python"),
+                      limits=Limits(**TIGHT)).run_python("import sys; print(sys.prefix)")
+        assert res.exit_code == 0, res.stderr
+        assert res.stdout.strip() == str(venv)
+    finally:
+        shutil.rmtree(venv.parent, ignore_errors=True)

@@ -253,11 +253,11 @@ class Sandbox:
         args += ["--perms", "0755", "--dir", "/etc"]
         for name in _ETC_FILES:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        made: set[str] = {"/", "/usr", "/etc", *_SYSTEM_DIRS}
+        # the private /tmp first: a Python prefix (a venv in a checkout under /tmp) is bound over it
+        args += ["--perms", "1777", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+        made: set[str] = {"/", "/usr", "/etc", "/tmp", *_SYSTEM_DIRS}
         for prefix in self._python_prefixes():
             args += self._dirs_for(prefix, made) + ["--ro-bind", prefix, prefix]
-        args += ["--perms", "1777", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
-        made.add("/tmp")
         ws = str(self.workspace)
         args += self._dirs_for(ws, made) + ["--bind", ws, ws]
         if code_dir:
