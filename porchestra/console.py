@@ -22,6 +22,21 @@ def _short(value: Any, n: int = 160) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+# C0 controls but tab and newline, DEL and C1: model and tool text may carry terminal escape sequences
+# (clear screen, retitle, OSC 52 clipboard writes); the console shows that text inert
+_CONTROL = dict.fromkeys([*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)])
+
+
+def _inert(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.translate(_CONTROL)
+    if isinstance(value, dict):
+        return {k: v if k == "messages" else _inert(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_inert(v) for v in value]
+    return value
+
+
 class ConsoleView:
     def __init__(self, console: Console | None = None, verbose: bool = False, spinner: bool = True):
         self.console = console or Console(highlight=False)
@@ -42,7 +57,7 @@ class ConsoleView:
     def __call__(self, e: dict[str, Any]) -> None:
         handler = getattr(self, "_" + e["event"], None)
         if handler is not None:
-            handler(e)
+            handler(_inert(e))
 
     def _p(self, e: dict[str, Any], text: str) -> None:
         agent = e["agent_id"]
