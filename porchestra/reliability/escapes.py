@@ -217,7 +217,8 @@ def _run_attempt(a: Attempt, limits: Limits) -> tuple[str | None, dict[str, Any]
         time.sleep(0.2)  # a process that escaped would still be alive; give it a moment to show
         problem = a.contained(ctx, tools)
         first = tools[0]
-        return problem, {"ok": first["ok"], "output": first["output"]["text"][:160]}
+        reported = (ev[0].get("environment") or {}).get("isolation")
+        return problem, {"ok": first["ok"], "output": first["output"]["text"][:160], "isolation": reported}
     finally:
         stop.set()
         thread.join(timeout=2)
@@ -259,7 +260,10 @@ def run_escapes(limits: dict[str, Any] | None = None) -> PropertyResult:
             os.environ.pop(CANARY_VAR, None)
         else:
             os.environ[CANARY_VAR] = old
+    reported = sum(o.get("isolation") == res.figures["isolation"] for o in outcomes.values())
+    if reported != len(ATTEMPTS):
+        res.fail(f"task_start names the isolation level in {reported} of {len(ATTEMPTS)} runs")
     res.figures.update({"attempts": len(ATTEMPTS), "contained": sum(o["contained"] for o in outcomes.values()),
-                        "outcomes": outcomes})
+                        "isolation_named_in_task_start": f"{reported}/{len(ATTEMPTS)}", "outcomes": outcomes})
     res.seconds = round(time.perf_counter() - start, 1)
     return res

@@ -9,12 +9,16 @@ valid reply (the agent must end cleanly).
 
 from __future__ import annotations
 
+import io
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from ..config import Budgets, RunConfig
+from ..console import ConsoleView
 from ..envs.base import Task
 from ..log.events import read_events
 from ..loop import Models
@@ -26,13 +30,15 @@ from .world import call, complete, delegate, report, VaultEnv
 
 TASK = Task(id="malformed", instruction="Report the value stored under alpha.", metadata={"answer": "17"})
 CORRECTION = "Format error:"
+CONTROL_OUT = [chr(c) for c in [*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]]
 
 
-def _episode(orch: list[str], work: list[str], out: Path, k: int) -> tuple[list[dict[str, Any]], Any]:
+def _episode(orch: list[str], work: list[str], out: Path, k: int,
+             listeners: list[Any] = ()) -> tuple[list[dict[str, Any]], Any]:  # type: ignore[assignment]
     cfg = RunConfig(orchestrator_model="scripted:o", worker_model="scripted:w",
                     budgets=Budgets(max_format_errors=k, worker_steps=8, global_steps=60))
     models = Models(ScriptedModel(orch, "scripted:orchestrator"), {"default": ScriptedModel(work, "scripted:worker")})
-    r = run_task(TASK, VaultEnv(), cfg, out_dir=out, models=models)
+    r = run_task(TASK, VaultEnv(), cfg, out_dir=out, models=models, listeners=listeners)
     return read_events(r.events_path, strict=True), r
 
 
@@ -53,7 +59,16 @@ def check_single(item: CorpusItem, out: Path, k: int) -> str | None:
     else:
         orch = [delegate("Find alpha", ["lookup", "echo"]), complete("17")]
         work = [item.text, call("lookup", key="alpha"), report("finish", "alpha is 17")]
-    ev, r = _episode(orch, work, out, k)
+    console = None
+    if item.category == "control_chars":  # the console must show them inert; the tool output path too
+        if item.role == "worker":
+            work.insert(1, call("echo", text=item.text))
+        console = io.StringIO()
+        listeners = [ConsoleView(Console(file=console, force_terminal=False, color_system=None, width=200),
+                                 verbose=True, spinner=False)]
+    ev, r = _episode(orch, work, out, k, listeners if console is not None else [])
+    if console is not None and any(ch in console.getvalue() for ch in CONTROL_OUT):
+        return "a control character reached the console"
     agent = "orchestrator" if item.role == "orchestrator" else "worker-1"
     if r.reason.startswith("internal_error"):
         return f"crash: {r.reason[:200]}"
