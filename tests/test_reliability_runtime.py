@@ -49,3 +49,18 @@ def test_full_api_faults_and_crash(tmp_path):
     assert run_api_faults(episodes=50, workdir=tmp_path).passed
     r = run_crash(tasks=100, kills=6, workdir=tmp_path)
     assert r.passed, r.failures[:5]
+
+
+def test_event_log_reopened_after_a_kill_cuts_the_torn_line_instead_of_merging(tmp_path):
+    from porchestra.log.events import EventLog, read_events
+
+    p = tmp_path / "events.jsonl"
+    with EventLog(p, "r1", "t") as log:
+        log.emit("task_start", task={}, config={})
+    with p.open("a") as fh:
+        fh.write('{"v": 1, "run_id": "r1", "event": "llm_c')  # killed mid-write
+    assert [e["event"] for e in read_events(p)] == ["task_start"]  # tolerant read drops it
+    with EventLog(p, "r2", "t") as log:
+        assert log.repaired_bytes > 0
+        log.emit("task_end", success=None, score=None, reason="x", totals={})
+    assert [e["event"] for e in read_events(p, strict=True)] == ["task_start", "task_end"]

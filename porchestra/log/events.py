@@ -43,6 +43,7 @@ class EventLog:
         self.listeners = list(listeners or [])
         self._lock = threading.Lock()
         self._step = 0
+        self.repaired_bytes = _cut_torn_tail(self.path)
         # backslashreplace: a lone surrogate (legal in a model reply decoded from JSON) is written as
         # its JSON escape instead of crashing the run; reading the line back gives the same text
         self._fh = self.path.open("a", encoding="utf-8", errors="backslashreplace")
@@ -96,6 +97,19 @@ class EventLog:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _cut_torn_tail(path: Path) -> int:
+    """A writer killed mid-line leaves a partial last line; appending after it would merge it with the
+    next event. Cut it off before appending (as results.jsonl does); return how many bytes went."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with path.open("r+b") as fh:
+            fh.truncate(end)
+    return len(data) - end
 
 
 def read_events(path: str | Path, strict: bool = False) -> list[dict[str, Any]]:
