@@ -8,7 +8,6 @@ escapes as an exception (and even then `task_end` is written first).
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from .models.registry import make_model
 from .policies import make_policy
 from .policies.base import ControlPolicy
 from .protocol import EndTask
-from .secrets import Redactor
+from .secrets import Redactor, redactor_for
 
 
 @dataclass
@@ -83,7 +82,7 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     policy = policy or make_policy(cfg.mode)
     listeners = list(listeners)
     if redactor is None:  # keys named by the config, whatever their variable is called
-        redactor = Redactor(os.environ.get(o.api_key_env) or "" for o in cfg.model_options.values() if o.api_key_env)
+        redactor = redactor_for(o.api_key_env for o in cfg.model_options.values())
     log = EventLog(out / "events.jsonl", run_id, task.id, redactor=redactor, listeners=listeners)
     end: EndTask | None = None
     reason = "completed"

@@ -46,6 +46,12 @@ class Redactor:
         return text
 
 
+def redactor_for(key_env_names: Iterable[str | None]) -> Redactor:
+    """The Redactor of a run: secret-looking variables plus the ones the config names as holding keys
+    (`model_options.<role>.api_key_env`), whatever they are called."""
+    return Redactor(os.environ.get(n) or "" for n in key_env_names if n)
+
+
 def scrubbed_environ(extra_keep: Iterable[str] = ()) -> dict[str, str]:
     """The current environment without secret-looking variables (for child processes)."""
     keep = set(extra_keep)

@@ -12,6 +12,7 @@ failures (`infra_error`).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import traceback
@@ -23,6 +24,7 @@ from typing import Any, Callable
 from ..config import RunConfig
 from ..envs.base import Task
 from ..envs.benchmark import Benchmark
+from ..secrets import redactor_for
 from .results import ResultStore, config_hash
 
 INFRA_PREFIXES = ("model_error", "internal_error", "checker error", "infra")
@@ -105,6 +107,8 @@ class EvalRunner:
         self.store = ResultStore(out / "results.jsonl")
         self.chash = plan.hash()
         self.on_row = on_row
+        # rows carry answers, error messages and tracebacks: keys are masked before anything is written
+        self.redactor = redactor_for(o.api_key_env for o in plan.cfg.model_options.values())
 
     def pending(self, tasks: list[Task]) -> list[tuple[Task, int]]:
         done = self.store.done()
@@ -118,6 +122,7 @@ class EvalRunner:
                "policy": self.plan.policy, "mode": self.plan.cfg.mode,
                "events": str(self.task_dir(task, trial).relative_to(self.out) / "events.jsonl"),
                "metadata": {k: v for k, v in task.metadata.items() if k != "answer"}, **row}
+        row = json.loads(self.redactor.redact_text(json.dumps(row, ensure_ascii=False, default=str)))
         self.store.append(row)
         if self.on_row:
             self.on_row(row)
