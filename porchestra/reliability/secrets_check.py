@@ -3,8 +3,9 @@
 Two canary keys sit in the environment: one under a secret-looking name, one under a name that does
 not look secret at all but that the config names through `model_options.<role>.api_key_env`. Full runs
 go through the CLI (`python -m porchestra.cli run|eval ... --base-url <fake server>`): a server that
-answers 401 echoing the Authorization header, one whose 5xx errors echo it until retries run out, and
-a successful scripted run whose prompts, model replies, tool outputs and answer contain both keys.
+answers 401 echoing the Authorization header, one whose 5xx errors echo it until retries run out, a
+successful scripted run whose prompts, model replies, tool outputs and answer contain both keys, evals
+whose answers hold the keys, and an eval whose benchmark adapter crashes with the key in its message.
 `porchestra view` and `porchestra report` then run on three of the output directories. Every byte of
 every file in them (event logs, results, summaries, the HTML view, the report) and every stdout and
 stderr is searched for the canaries.
@@ -35,11 +36,11 @@ def _cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
                           timeout=600, env={**os.environ, **env, "COLUMNS": "200"}, cwd=cwd)
 
 
-def _config(path: Path, retries: int = 1) -> Path:
+def _config(path: Path, retries: int = 1, **extra: Any) -> Path:
     opts = {"max_retries": retries, "backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 5}
     path.write_text(json.dumps({"model_options": {"orchestrator": {"api_key_env": PLAIN_VAR, **opts},
                                                   "worker": {"api_key_env": NAMED_VAR, **opts}},
-                                "budgets": {"global_steps": 30}}))
+                                "budgets": {"global_steps": 30}, **extra}))
     return path
 
 
@@ -86,20 +87,22 @@ def run_secrets(workdir: str | Path | None = None) -> PropertyResult:
             "eval_with_keys_in_answers": ([delegate(f"find alpha {both}", ["lookup"]), complete(f"17 {both}")] * 3,
                                           FaultPlan(), [call("lookup", key="alpha"), report("finish", both)] * 3,
                                           FaultPlan(sequence=[None, "503"])),
+            "eval_with_adapter_errors_quoting_the_key": (["x"], FaultPlan(), ["x"], FaultPlan()),
         }
+        crash_cfg = _config(root / "crash.json", env_options={"crash_with_env_var": PLAIN_VAR})
         for name, (orch, ofaults, work, wfaults) in runs.items():
             out = root / name
             with FakeOpenAIServer(orch, ofaults) as so, FakeOpenAIServer(work, wfaults) as sw:
                 common = ["--orchestrator-model", "openai:orchestrator-x", "--worker-model", "openai:worker-x",
                           "--orchestrator-base-url", so.base_url, "--worker-base-url", sw.base_url,
-                          "--config", str(cfg), "--out", str(out)]
+                          "--config", str(crash_cfg if "adapter" in name else cfg), "--out", str(out)]
                 if name.startswith("eval"):
                     args = ["eval", "porchestra.reliability.world:VaultBenchmark", "--retries", "1", "--limit", "3", *common]
                 else:
                     args = ["run", f"Use the token {both} carefully.", "--allow-unisolated", *common]
                 p = _cli(args, canaries, root)
                 sent = [r.authorization for s in (so, sw) for r in s.requests]
-            if not any(c in (a or "") for a in sent for c in canaries.values()):
+            if "adapter" not in name and not any(c in (a or "") for a in sent for c in canaries.values()):
                 res.fail(f"{name}: the key never reached the server (the test would prove nothing)")
             texts = {"stdout": p.stdout, "stderr": p.stderr}
             if name in DERIVED_FOR:

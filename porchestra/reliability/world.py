@@ -9,6 +9,7 @@ such tasks to `porchestra eval` as `porchestra.reliability.world:VaultBenchmark`
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from ..envs.base import Environment, Score, Task
@@ -78,6 +79,9 @@ class VaultBenchmark(Benchmark):
         return tasks[: int(options["limit"])] if options.get("limit") else tasks
 
     def make_env(self, task: Task, options: dict[str, Any]) -> VaultEnv:
+        if options.get("crash_with_env_var"):  # an adapter whose error message carries a credential
+            var = options["crash_with_env_var"]
+            raise RuntimeError(f"backend login failed for {var}={os.environ.get(var)}")
         return VaultEnv()
 
 
