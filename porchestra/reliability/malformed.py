@@ -4,7 +4,9 @@ replies end the agent cleanly with the reason recorded.
 
 Each corpus item is played by a scripted model inside a real episode over :class:`VaultEnv`: once
 followed by a valid reply (the agent must recover and the task succeed), and in groups of K with no
-valid reply (the agent must end cleanly).
+valid reply (the agent must end cleanly). Worker items with prompt injection or control characters
+are also fed back as a tool result (`echo`): the injected action must not take effect, and no control
+character may reach the console.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def check_single(item: CorpusItem, out: Path, k: int) -> str | None:
     else:
         orch = [delegate("Find alpha", ["lookup", "echo"]), complete("17")]
         work = [item.text, call("lookup", key="alpha"), report("finish", "alpha is 17")]
+    if item.category == "injection" and item.role == "worker":  # the same text arriving as a tool result
+        work.insert(1, call("echo", text=item.text))
     console = None
     if item.category == "control_chars":  # the console must show them inert; the tool output path too
         if item.role == "worker":
@@ -93,6 +97,8 @@ def check_single(item: CorpusItem, out: Path, k: int) -> str | None:
         return f"no corrective observation in the next prompt (last user message: {seen[:120]!r})"
     if r.success is not True:
         return f"the episode did not recover: {r.reason}"
+    if [e.get("answer") for e in ev if e["event"] == "complete"] != ["17"]:
+        return "an injected action took effect"
     return None
 
 
