@@ -114,32 +114,40 @@ class SchemaGrammar:
         mask = np.unpackbits(bits, bitorder="little")[: self.vocab_size]
         return torch.from_numpy(mask.astype(bool))
 
-    def closing_path(self, matcher: Any, max_depth: int = 6, max_nodes: int = 400) -> list[int] | None:
-        """The shortest token sequence that completes the JSON from `matcher`'s state (without
-        consuming it), built from closing tokens (`"`, `}`, `]`, `0`, ...) plus the tokens the
-        grammar forces, e.g. a required key. Used when the token budget is about to run out, so a
-        long reply ends truncated but valid instead of cut off mid-string. None if not found."""
-        frontier = [(matcher, [])]
+    def closing_path(self, matcher: Any, max_steps: int = 48, max_nodes: int = 300) -> list[int] | None:
+        """A short token sequence that completes the JSON from `matcher`'s state (without consuming
+        it): closing tokens tried in the order `"` `}` `]` `0` (so an open string is closed before
+        brackets), plus whatever the grammar forces, e.g. a required key. Used when the token
+        budget is about to run out, so a long reply ends truncated but valid instead of cut off
+        mid-string. Depth-first with a node budget; None if nothing is found."""
         nodes = 0
-        for _ in range(max_depth):
-            following = []
-            for state, path in frontier:
-                candidates = [t for t in self._closer_ids() if state.validate_tokens([t]) == 1]
-                if not candidates:  # mid-word in an enum value or a name: any allowed token
-                    candidates = self.allowed(state).nonzero().flatten()[:4].tolist()
-                for token in candidates:
-                    nodes += 1
-                    if nodes > max_nodes:
-                        return None
-                    nxt = state.deep_copy()
-                    added = self._advance(nxt, token)
-                    if added is None:
-                        continue
-                    if nxt.is_accepting() or nxt.is_stopped():
-                        return path + added
-                    following.append((nxt, path + added))
-            frontier = following
-        return None
+
+        def search(state: Any, path: list[int], depth: int) -> list[int] | None:
+            nonlocal nodes
+            for token in self._candidates(state):
+                nodes += 1
+                if nodes > max_nodes:
+                    return None
+                nxt = state.deep_copy()
+                added = self._advance(nxt, token)
+                if added is None:
+                    continue
+                if nxt.is_accepting() or nxt.is_stopped():
+                    return path + added
+                if depth + 1 < max_steps:
+                    found = search(nxt, path + added, depth + 1)
+                    if found is not None:
+                        return found
+            return None
+
+        return search(matcher, [], 0)
+
+    def _candidates(self, state: Any) -> list[int]:
+        closers = [t for t in self._closer_ids() if state.validate_tokens([t]) == 1]
+        if closers:
+            return closers
+        # Mid-word in an enum value or a property name: any allowed token, the grammar forces the rest.
+        return self.allowed(state).nonzero().flatten()[:3].tolist()
 
     def _advance(self, matcher: Any, token: int) -> list[int] | None:
         """Consume `token`, then everything the grammar forces after it (fast-forward tokens, and
@@ -158,13 +166,14 @@ class SchemaGrammar:
         return added
 
     def _closer_ids(self) -> list[int]:
+        """The single-character tokens `"`, `}`, `]`, `0`, in that order of preference."""
         if self._closers is None:
-            ids = []
+            by_text = {}
             for i in range(min(self.vocab_size, self.tokenizer.vocab_size)):
                 text = self.tokenizer.decode_bytes([i])
-                if text and (not text.strip(b'"]}') or text == b"0"):
-                    ids.append(i)
-            self._closers = ids
+                if text in (b'"', b"}", b"]", b"0") and not self.tokenizer.is_special_token(i):
+                    by_text.setdefault(text, i)
+            self._closers = [by_text[c] for c in (b'"', b"}", b"]", b"0") if c in by_text]
         return self._closers
 
 

@@ -21,9 +21,10 @@ from .local_weights import LoadedModel, load, resolve
 from .registry import ModelOptions
 
 DEFAULT_MAX_TOKENS = 512
-# Under a grammar, in the last tokens of the budget we keep the shortest way to finish the JSON in
-# view and take it when the budget would no longer allow it: a reply that runs long (small models
-# repeat themselves inside strings) ends truncated but valid instead of cut off.
+# Under a grammar, in the last tokens of the budget we keep a short way to finish the JSON in view
+# and take it when the budget would no longer allow it: a reply that runs long (small models repeat
+# themselves inside strings) ends truncated but valid instead of cut off. It may overshoot
+# max_tokens by a few tokens when the closing path grows between two checks.
 CLOSE_WINDOW = 32
 CLOSE_MARGIN = 3
 
@@ -80,10 +81,11 @@ class LocalModel:
         context = getattr(lm.model.config, "max_position_embeddings", None)
         if not context:
             return budget
-        if prompt_len >= context:
+        room = context - prompt_len - CLOSE_WINDOW  # closing a JSON reply may overshoot slightly
+        if room <= 0:
             raise ContextTooLong(f"{self.name}: prompt of {prompt_len} tokens does not fit the "
                                  f"{context}-token context")
-        return min(budget, context - prompt_len)
+        return min(budget, room)
 
 
 def encode_chat(tokenizer: Any, messages: list[Message]) -> list[int]:
