@@ -47,7 +47,7 @@ def test_budget_checker_catches_overruns():
 @pytest.mark.slow
 def test_full_api_faults_and_crash(tmp_path):
     assert run_api_faults(episodes=50, workdir=tmp_path).passed
-    r = run_crash(tasks=100, kills=6, workdir=tmp_path)
+    r = run_crash(tasks=120, kills=8, max_concurrency=4, workdir=tmp_path)
     assert r.passed, r.failures[:5]
 
 

@@ -24,13 +24,13 @@ from .world import call, complete, delegate, report
 BENCH = "porchestra.reliability.world:VaultBenchmark"
 
 
-def _command(root: Path, out: Path, n: int) -> list[str]:
+def _command(root: Path, out: Path, n: int, concurrency: int = 1) -> list[str]:
     o, w, cfg = root / "o.json", root / "w.json", root / "cfg.json"
     o.write_text(json.dumps([delegate("find alpha", ["lookup"]), complete("17")]))
     w.write_text(json.dumps([call("lookup", key="alpha"), report("finish", "alpha is 17")]))
     cfg.write_text(json.dumps({"env_options": {"n": n}}))
     return [sys.executable, "-m", "porchestra.cli", "eval", BENCH, "--config", str(cfg), "--orchestrator-model",
-            f"scripted:{o}", "--worker-model", f"scripted:{w}", "--out", str(out)]
+            f"scripted:{o}", "--worker-model", f"scripted:{w}", "--out", str(out), "--max-concurrency", str(concurrency)]
 
 
 def _rows(path: Path) -> int:
@@ -63,7 +63,9 @@ def _simulate_torn_writes(out: Path, tasks: int) -> int:
     return 2
 
 
-def run_crash(tasks: int = 100, kills: int = 5, seed: int = 7, workdir: str | Path | None = None) -> PropertyResult:
+def run_crash(tasks: int = 100, kills: int = 5, seed: int = 7, max_concurrency: int = 1,
+              workdir: str | Path | None = None) -> PropertyResult:
+    """`max_concurrency` > 1 runs tasks on threads, so several are in flight when the kill lands."""
     res = PropertyResult(key="crash", title="Crash safety and resume")
     start = time.perf_counter()
     rng = random.Random(seed)
@@ -71,7 +73,7 @@ def run_crash(tasks: int = 100, kills: int = 5, seed: int = 7, workdir: str | Pa
     with tempfile.TemporaryDirectory(prefix="porchestra-rel-crash-", dir=workdir) as tmp:
         root = Path(tmp)
         out = root / "eval"
-        cmd = _command(root, out, tasks)
+        cmd = _command(root, out, tasks, max_concurrency)
         for _ in range(kills):
             results = out / "results.jsonl"
             before = _rows(results)
@@ -116,7 +118,7 @@ def run_crash(tasks: int = 100, kills: int = 5, seed: int = 7, workdir: str | Pa
                 bad_logs += 1
                 res.fail(f"{row['events']}: not one clean attempt")
         leftovers = sorted(p.name for p in (out / "tasks").iterdir()) if (out / "tasks").exists() else []
-    res.figures = {"tasks": tasks, "kills": kills, "kills_landed_mid_run": landed,
+    res.figures = {"tasks": tasks, "max_concurrency": max_concurrency, "kills": kills, "kills_landed_mid_run": landed,
                    "rows_before_last_kill": rows_at_kills, "torn_results_lines_seen": torn_results,
                    "torn_event_lines_seen": torn_events, "unfinished_task_logs_seen": unfinished,
                    "rows_after_resume": len(keys), "distinct_tasks": len(set(keys)), "duplicates": dupes,
