@@ -27,6 +27,8 @@ from .world import VaultEnv, call, complete, delegate, report, revise, terminate
 
 PRICES = {"scripted:orchestrator": {"input": 3.0, "output": 6.0},
           "scripted:worker": {"input": 1.0, "output": 2.0}}  # USD per 1M tokens (~$0.001-0.005 a call)
+MODES = ["proactive", "aorchestra", "trigger", "polling:2", "react", "offline", "orchestra-o1",
+         "proactive-concurrent", "mini-swe"]
 END_PREFIXES = ("completed", "budget_exhausted", "orchestrator_failed", "model_exhausted", "environment_stopped")
 
 orch_action = st.one_of(
@@ -93,17 +95,21 @@ def run_budgets(examples: int = 300, workdir: str | Path | None = None) -> Prope
                              "workers_that_used_their_whole_budget": 0,
                              "terminations": 0, "crashes": 0}
     ends: dict[str, int] = {}
+    by_mode: dict[str, int] = {}
     failures: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="porchestra-rel-budgets-", dir=workdir))
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
-    @given(b=budgets, orch=st.lists(orch_action, min_size=0, max_size=12).map(lambda o: [delegate("find alpha",
+    @given(mode=st.sampled_from(MODES), b=budgets, orch=st.lists(orch_action, min_size=0, max_size=12).map(lambda o: [delegate("find alpha",
                                                                                                  ["lookup", "echo"])] + o),
            work=st.lists(worker_action, min_size=0, max_size=25))
-    def episode(b: Budgets, orch: list[str], work: list[str]) -> None:
+    def episode(mode: str, b: Budgets, orch: list[str], work: list[str]) -> None:
         n = stats["episodes"] = stats["episodes"] + 1
-        cfg = RunConfig(orchestrator_model="scripted:o", worker_model="scripted:w", budgets=b, prices=PRICES)
+        by_mode[mode] = by_mode.get(mode, 0) + 1
+        b = b.model_copy(update={"max_parallel": 2}) if mode == "proactive-concurrent" else b
+        cfg = RunConfig(orchestrator_model="scripted:o", worker_model="scripted:w", budgets=b, prices=PRICES,
+                        mode=mode)
         models = Models(ScriptedModel(orch, "scripted:orchestrator"), {"default": ScriptedModel(work, "scripted:worker")})
         try:
             r = run_task(Task(id=f"b{n}", instruction="Report alpha.", metadata={"answer": "17"}), VaultEnv(), cfg,
@@ -122,7 +128,7 @@ def run_budgets(examples: int = 300, workdir: str | Path | None = None) -> Prope
         stats["terminations"] += sum(1 for e in ev if e["event"] == "terminate")
         problems = check_episode(ev, b)
         if problems:
-            failures.append(f"episode {n} ({b.model_dump()}): {'; '.join(problems)}")
+            failures.append(f"episode {n} ({mode}, {b.model_dump()}): {'; '.join(problems)}")
             raise AssertionError(problems)
 
     try:
@@ -134,6 +140,7 @@ def run_budgets(examples: int = 300, workdir: str | Path | None = None) -> Prope
         shutil.rmtree(tmp, ignore_errors=True)
     for f in failures[-3:]:
         res.fail(f)
-    res.figures = {**stats, "ends": dict(sorted(ends.items())), "max_examples": examples}
+    res.figures = {**stats, "ends": dict(sorted(ends.items())), "episodes_by_mode": dict(sorted(by_mode.items())),
+                   "max_examples": examples}
     res.seconds = round(time.perf_counter() - start, 1)
     return res

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from .result import PropertyResult
 
 FULL = {"malformed": {}, "api_faults": {"episodes": 50}, "crash": {"tasks": 120, "kills": 8, "max_concurrency": 4},
-        "sandbox": {}, "secrets": {}, "budgets": {"examples": 300}, "bad_input": {}}
+        "sandbox": {}, "secrets": {}, "budgets": {"examples": 500}, "bad_input": {}}
 FAST = {"malformed": {}, "api_faults": {"episodes": 20}, "crash": {"tasks": 30, "kills": 3},
         "sandbox": {}, "secrets": {}, "budgets": {"examples": 100}, "bad_input": {}}
 
