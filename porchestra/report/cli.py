@@ -51,7 +51,7 @@ def report_cmd(
 
     try:
         report = write_report(run_dirs, out or (run_dirs[0] / "report"), label, plots)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:  # ValueError: a corrupt event line (file:line)
         raise typer.BadParameter(str(e)) from None
     print_rich(report)
     for note in report.get("notes", []):

@@ -17,6 +17,6 @@ def view_cmd(
 
     try:
         out = write_view(run_dir, html)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:  # ValueError: a corrupt event line (file:line)
         raise typer.BadParameter(str(e)) from None
     typer.echo(f"wrote {out}")

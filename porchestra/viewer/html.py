@@ -43,6 +43,7 @@ def write_view(run_dir: str | Path, html: str | Path | None = None) -> Path:
     if not paths:
         raise FileNotFoundError(f"no events.jsonl under {root}")
     out = Path(html) if html else (root.parent if root.is_file() else root) / "view.html"
+    page = render_view(paths, f"porchestra · {root.name}")  # a corrupt log fails before anything is written
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_view(paths, f"porchestra · {root.name}"), encoding="utf-8")
+    out.write_text(page, encoding="utf-8")
     return out
