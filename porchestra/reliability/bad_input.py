@@ -1,5 +1,5 @@
-"""Property 7 — bad input: malformed task files, configs, scenario files, model specs and CLI flags
-end with exit code 2, a message that names the offending field or value, and nothing written to the
+"""Property 7 — bad input: malformed task files, configs, scenario files, model specs, CLI flags and
+(for `view`/`report`) corrupt event logs end with exit code 2, a message that names the offending field or value, and nothing written to the
 output directory. Runs the real CLI in-process (typer's runner), one case per row of CASES.
 """
 
@@ -94,6 +94,17 @@ EVAL_CASES: list[Case] = [
 ]
 
 
+TORN_MIDDLE = '{"v": 1, "event": "task_start"}\n{"v": 1, "ev\n{"v": 1, "event": "task_end"}\n'
+READ_CASES: list[tuple[str, Case]] = [
+    ("view", ("event log with a corrupt middle line", {"r/events.jsonl": TORN_MIDDLE}, ["{d}/r"], "events.jsonl:2")),
+    ("view", ("no event log", {}, ["{d}/nothing"], "no events.jsonl")),
+    ("report", ("event log with a corrupt middle line", {"r/events.jsonl": TORN_MIDDLE}, ["{d}/r"], "events.jsonl:2")),
+    ("report", ("no run directory", {}, ["{d}/nothing"], "nothing")),
+]
+OUT_FLAG = {"run": ["--out", "{out}"], "eval": ["--out", "{out}"], "report": ["--out", "{out}"],
+            "view": ["--html", "{out}/view.html"]}
+
+
 def _invoker() -> Callable[[list[str]], tuple[int, str]]:
     from typer.testing import CliRunner
 
@@ -115,15 +126,17 @@ def run_bad_input(workdir: str | Path | None = None) -> PropertyResult:
     start = time.perf_counter()
     invoke = _invoker()
     exit2 = named = clean = 0
-    cases = [("run", c) for c in RUN_CASES] + [("eval", c) for c in EVAL_CASES]
+    cases = [("run", c) for c in RUN_CASES] + [("eval", c) for c in EVAL_CASES] + READ_CASES
     with tempfile.TemporaryDirectory(prefix="porchestra-rel-badinput-", dir=workdir) as tmp:
         for i, (verb, (name, files, argv, needle)) in enumerate(cases):
             d = Path(tmp) / f"case{i}"
             d.mkdir()
             for fname, text in files.items():
+                (d / fname).parent.mkdir(parents=True, exist_ok=True)
                 (d / fname).write_text(text.replace("{d}", str(d)))
             out = d / "out"
-            args = [verb, *[a.replace("{d}", str(d)) for a in argv], "--out", str(out)]
+            args = [verb, *[a.replace("{d}", str(d)) for a in argv], *[a.replace("{out}", str(out))
+                                                                        for a in OUT_FLAG[verb]]]
             code, text = invoke(args)
             flat = " ".join(text.split())
             ok_code, ok_msg, ok_out = code == 2, needle.replace("{d}", str(d)) in flat, not out.exists()
@@ -143,6 +156,7 @@ def run_bad_input(workdir: str | Path | None = None) -> PropertyResult:
             res.fail(f"run into a non-empty --out: exit {code}, kept={kept}: {text[-200:]}")
     n = len(cases)
     res.figures = {"cases": n + 1, "run_cases": len(RUN_CASES) + 1, "eval_cases": len(EVAL_CASES),
+                   "view_and_report_cases": len(READ_CASES),
                    "exit_code_2": exit2 + (code == 2), "message_names_the_problem": named + ("not empty" in text),
                    "output_dir_untouched": clean + kept}
     res.seconds = round(time.perf_counter() - start, 1)
