@@ -37,7 +37,8 @@ def _obj(props: dict, required: list[str]) -> dict:
 WORKER_SCHEMA = {"anyOf": [
     _obj({"action": {"const": "read_file"}, "params": _obj({"path": _STR}, ["path"]), "memory": _STR},
          ["action", "params", "memory"]),
-    _obj({"action": {"const": "write_file"}, "params": _obj({"path": _STR, "content": _STR}, ["path", "content"]),
+    _obj({"action": {"const": "write_file"},
+          "params": _obj({"path": _STR, "content": _STR}, ["path", "content"]),
           "memory": _STR}, ["action", "params", "memory"]),
     _obj({"action": {"const": "finish"}, "memory": _STR, "params": _obj({
         "state": _STR,
@@ -135,7 +136,8 @@ def test_uncompilable_schema_falls_back_with_a_warning(model: LocalModel) -> Non
     assert c.raw["constrained"] == "off" and c.usage.output > 0
     partly = _obj({"when": {"type": "string", "format": "no-such-format"}}, ["when"])
     with pytest.warns(GrammarUnavailable, match="partly enforced"):
-        c = model.complete([{"role": "user", "content": "Give a date as JSON."}], schema=partly, max_tokens=30)
+        c = model.complete([{"role": "user", "content": "Give a date as JSON."}], schema=partly,
+                           max_tokens=30)
     assert c.raw["constrained"] == "lenient" and "when" in json.loads(c.text)
 
 

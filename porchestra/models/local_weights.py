@@ -213,7 +213,8 @@ def load(source: Source) -> LoadedModel:
         except ImportError as e:
             raise LocalModelUnavailable(f"local model backend unavailable ({e}); {INSTALL_HINT}") from e
         except Exception as e:  # corrupt files, unknown architectures, ...: say which files
-            where = f" (converted cache: {source.cache_dir}; delete it to convert again)" if source.cache_dir else ""
+            where = (f" (converted cache: {source.cache_dir}; delete it to convert again)"
+                     if source.cache_dir else "")
             raise LocalModelUnavailable(f"cannot load local model {source.path}{where}: "
                                         f"{type(e).__name__}: {e}") from e
         with _REGISTRY_LOCK:
