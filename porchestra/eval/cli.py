@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -77,7 +78,8 @@ def eval_cmd(
     worker_base_url: Optional[str] = typer.Option(None),
 ) -> None:
     """Evaluate a benchmark; resumable, with a live progress bar and a summary table."""
-    console = Console(highlight=False)
+    # piped output (CI logs, files) gets a wide console: the summary table stays readable
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     try:
         if backend not in ("local", "ray"):
             raise BenchmarkError(f"--backend must be local or ray, got {backend!r}")

@@ -58,15 +58,15 @@ def _fmt(v: Any, money: bool = False) -> str:
 
 def summary_table(summary: dict[str, Any], title: str = "eval summary") -> Table:
     t = Table(title=title)
-    for col in ("category", "tasks", "success", "infra err", "cost", "orchestration", "communication",
-                "execution", "tokens in/out", "mean steps"):
-        t.add_column(col)
+    t.add_column("category", no_wrap=True)
+    for col in ("n", "success", "infra", "cost", "orch / comm / exec", "tokens in/out", "steps"):
+        t.add_column(col, no_wrap=True)
     rows = [("overall", summary["overall"])] + list(summary["by_category"].items())
     for name, b in rows:
         c = b["cost_by_component"]
         rate = "—" if b["success_rate"] is None else f"{100 * b['success_rate']:.1f}%"
-        t.add_row(name, str(b["tasks"]), rate, str(b["infra_errors"]), _fmt(b["cost_usd"], True),
-                  _fmt(c["orchestration"], True), _fmt(c["communication"], True), _fmt(c["execution"], True),
+        split = " / ".join(_fmt(c[k], True) for k in ("orchestration", "communication", "execution"))
+        t.add_row(name, str(b["tasks"]), rate, str(b["infra_errors"]), _fmt(b["cost_usd"], True), split,
                   f"{b['tokens_input']}/{b['tokens_output']}", _fmt(b["mean_steps"]))
     return t
 
