@@ -24,6 +24,7 @@ from typing import Any, Callable
 from ..config import RunConfig
 from ..envs.base import Task
 from ..envs.benchmark import Benchmark
+from ..log.events import read_events
 from ..secrets import redactor_for
 from .results import ResultStore, config_hash
 
@@ -78,8 +79,9 @@ def run_one(bench: Benchmark, plan: EvalPlan, task: Task, trial: int, out_dir: P
             env = bench.make_env(task, plan.options)
             if plan.policy in ("gold", "gold-truncated"):
                 score, events = run_gold(task, env, out_dir, truncated=plan.policy == "gold-truncated")
+                steps = sum(1 for e in read_events(events) if e["event"] == "tool_call")
                 row = {"success": score.success, "score": score.score, "reason": score.reason or "gold replay",
-                       "cost_usd": 0.0, "steps": 0, "tokens": {"input": 0, "output": 0}, "cost_by_component": {}}
+                       "cost_usd": 0.0, "steps": steps, "tokens": {"input": 0, "output": 0}, "cost_by_component": {}}
             else:
                 models = build_models(plan.cfg, model_cache)
                 wrap = plan.extra.get("wrap_runtime")
