@@ -17,7 +17,8 @@ from .report import run_suite, write_markdown
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m porchestra.reliability", description=__doc__.splitlines()[2])
     ap.add_argument("--fast", action="store_true", help="the smaller settings of the default test run")
-    ap.add_argument("--only", nargs="*", help="property keys: malformed api_faults crash sandbox secrets budgets bad_input")
+    ap.add_argument("--only", nargs="*",
+                    help="property keys: malformed api_faults crash sandbox secrets budgets bad_input")
     ap.add_argument("--out", type=Path, default=Path("docs/reliability.md"))
     args = ap.parse_args(argv)
     results = run_suite(fast=args.fast, only=args.only, progress=lambda m: print(m, flush=True))

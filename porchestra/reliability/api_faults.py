@@ -74,8 +74,8 @@ def run_api_faults(episodes: int = 50, rate: float = 0.3, seed: int = 0, timeout
             length, key = 1 + n % 6, keys[n % len(keys)]
             dead = n >= episodes
             orch, work = _episode_replies(length, key)
-            plans = [FaultPlan(rate=1.0 if dead else rate, kinds=KINDS, seed=seed * 1000 + 2 * n + i, retry_after=str(RETRY_AFTER_S),
-                               hang_s=timeout_s + 0.5) for i in (0, 1)]
+            plans = [FaultPlan(rate=1.0 if dead else rate, kinds=KINDS, seed=seed * 1000 + 2 * n + i,
+                               retry_after=str(RETRY_AFTER_S), hang_s=timeout_s + 0.5) for i in (0, 1)]
             with FakeOpenAIServer(orch, plans[0]) as so, FakeOpenAIServer(work, plans[1]) as sw:
                 models = Models(
                     OpenAIModel("fake-orchestrator", ModelOptions(base_url=so.base_url, **opts), role="orchestrator"),
@@ -122,11 +122,13 @@ def run_api_faults(episodes: int = 50, rate: float = 0.3, seed: int = 0, timeout
             with_header += sum(1 for srv in servers.values() for r_ in srv.requests if r_.fault == "429")
     total_faults = sum(injected.values())
     res.figures = {
-        "episodes": episodes, "dead_endpoint_episodes": dead_endpoint_episodes, "configured_fault_rate": rate, "requests": requests,
+        "episodes": episodes, "dead_endpoint_episodes": dead_endpoint_episodes, "configured_fault_rate": rate,
+        "requests": requests,
         "faults_injected": total_faults, "observed_fault_share": round(total_faults / max(1, requests), 3),
         "faults_by_kind": dict(sorted(injected.items())), "retries_logged": retries,
         "retry_wait_total_s": round(wait_total, 2), "retries_by_status_or_error": dict(sorted(retry_errors.items())),
-        "retry_after_honoured": f"{honoured}/{with_header}", "dead_endpoint_requests": dead_requests, "ends": dict(ends), "crashes": crashes,
+        "retry_after_honoured": f"{honoured}/{with_header}", "dead_endpoint_requests": dead_requests,
+        "ends": dict(ends), "crashes": crashes,
         "lost_or_duplicated": lost, "client_timeout_s": timeout_s}
     if total_faults / max(1, requests) < 0.25:
         res.fail(f"observed fault share {total_faults}/{requests} is below the required level")

@@ -1,6 +1,7 @@
 """Property 7 — bad input: malformed task files, configs, scenario files, model specs, CLI flags and
-(for `view`/`report`) corrupt event logs end with exit code 2, a message that names the offending field or value, and nothing written to the
-output directory. Runs the real CLI in-process (typer's runner), one case per row of CASES.
+(for `view`/`report`) corrupt event logs end with exit code 2, a message that names the offending
+field or value, and nothing written to the output directory. Runs the real CLI in-process (typer's
+runner), one case per row of the case tables below.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ RUN_CASES: list[Case] = [
      ["x", "--config", "{d}/c.yaml"], "timeout_s"),
     ("config bad model spec", {"c.yaml": "worker_models:\n  cheap: nonsense\n"}, ["x", "--config", "{d}/c.yaml"],
      "nonsense"),
-    ("config api_key_env unset", {"c.yaml": "model_options:\n  orchestrator: {api_key_env: PORCHESTRA_REL_UNSET_VAR}\n"},
+    ("config api_key_env unset",
+     {"c.yaml": "model_options:\n  orchestrator: {api_key_env: PORCHESTRA_REL_UNSET_VAR}\n"},
      ["x", "--config", "{d}/c.yaml", "--orchestrator-model", "openai:m", "--base-url", "http://127.0.0.1:9/v1"],
      "PORCHESTRA_REL_UNSET_VAR"),
     ("config unknown ablation", {}, ["x", "--ablate", "everything"], "everything"),
@@ -116,8 +118,9 @@ def _invoker() -> Callable[[list[str]], tuple[int, str]]:
 
     def invoke(argv: list[str]) -> tuple[int, str]:
         r = runner.invoke(cli.app, argv, env={"COLUMNS": "300"})
-        return r.exit_code, (r.stdout or "") + (r.stderr or "") + (f"\n{type(r.exception).__name__}: {r.exception}"
-                                                                    if r.exception and r.exit_code not in (0, 2) else "")
+        crash = r.exception is not None and r.exit_code not in (0, 2)
+        return r.exit_code, (r.stdout or "") + (r.stderr or "") + (
+            f"\n{type(r.exception).__name__}: {r.exception}" if crash else "")
     return invoke
 
 

@@ -27,6 +27,7 @@ from .world import VaultEnv, call, complete, delegate, report, revise, terminate
 
 PRICES = {"scripted:orchestrator": {"input": 3.0, "output": 6.0},
           "scripted:worker": {"input": 1.0, "output": 2.0}}  # USD per 1M tokens (~$0.001-0.005 a call)
+FIRST_DELEGATION = delegate("find alpha", ["lookup", "echo"])
 MODES = ["proactive", "aorchestra", "trigger", "polling:2", "react", "offline", "orchestra-o1",
          "proactive-concurrent", "mini-swe"]
 END_PREFIXES = ("completed", "budget_exhausted", "orchestrator_failed", "model_exhausted", "environment_stopped")
@@ -101,8 +102,8 @@ def run_budgets(examples: int = 300, workdir: str | Path | None = None) -> Prope
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
-    @given(mode=st.sampled_from(MODES), b=budgets, orch=st.lists(orch_action, min_size=0, max_size=12).map(lambda o: [delegate("find alpha",
-                                                                                                 ["lookup", "echo"])] + o),
+    @given(mode=st.sampled_from(MODES), b=budgets,
+           orch=st.lists(orch_action, min_size=0, max_size=12).map(lambda o: [FIRST_DELEGATION] + o),
            work=st.lists(worker_action, min_size=0, max_size=25))
     def episode(mode: str, b: Budgets, orch: list[str], work: list[str]) -> None:
         n = stats["episodes"] = stats["episodes"] + 1
@@ -110,7 +111,8 @@ def run_budgets(examples: int = 300, workdir: str | Path | None = None) -> Prope
         b = b.model_copy(update={"max_parallel": 2}) if mode == "proactive-concurrent" else b
         cfg = RunConfig(orchestrator_model="scripted:o", worker_model="scripted:w", budgets=b, prices=PRICES,
                         mode=mode)
-        models = Models(ScriptedModel(orch, "scripted:orchestrator"), {"default": ScriptedModel(work, "scripted:worker")})
+        models = Models(ScriptedModel(orch, "scripted:orchestrator"),
+                        {"default": ScriptedModel(work, "scripted:worker")})
         try:
             r = run_task(Task(id=f"b{n}", instruction="Report alpha.", metadata={"answer": "17"}), VaultEnv(), cfg,
                          out_dir=tmp / f"e{n}", models=models)

@@ -30,7 +30,8 @@ def _command(root: Path, out: Path, n: int, concurrency: int = 1) -> list[str]:
     w.write_text(json.dumps([call("lookup", key="alpha"), report("finish", "alpha is 17")]))
     cfg.write_text(json.dumps({"env_options": {"n": n}}))
     return [sys.executable, "-m", "porchestra.cli", "eval", BENCH, "--config", str(cfg), "--orchestrator-model",
-            f"scripted:{o}", "--worker-model", f"scripted:{w}", "--out", str(out), "--max-concurrency", str(concurrency)]
+            f"scripted:{o}", "--worker-model", f"scripted:{w}", "--out", str(out),
+            "--max-concurrency", str(concurrency)]
 
 
 def _rows(path: Path) -> int:
@@ -122,7 +123,8 @@ def run_crash(tasks: int = 100, kills: int = 5, seed: int = 7, max_concurrency: 
                    "rows_before_last_kill": rows_at_kills, "torn_results_lines_seen": torn_results,
                    "torn_event_lines_seen": torn_events, "unfinished_task_logs_seen": unfinished,
                    "rows_after_resume": len(keys), "distinct_tasks": len(set(keys)), "duplicates": dupes,
-                   "simulated_torn_writes": simulated, "event_logs_checked": len(lines), "event_logs_bad": bad_logs, "task_dirs": len(leftovers)}
+                   "simulated_torn_writes": simulated, "event_logs_checked": len(lines), "event_logs_bad": bad_logs,
+                   "task_dirs": len(leftovers)}
     if len(leftovers) != tasks:
         res.fail(f"{len(leftovers)} task directories for {tasks} tasks")
     if landed == 0:

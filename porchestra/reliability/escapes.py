@@ -110,7 +110,8 @@ def _tool_failed(c: Ctx, tools: list[dict[str, Any]]) -> str | None:
 
 ATTEMPTS: list[Attempt] = [
     Attempt("read_answer_next_to_workspace", "open ../answer.txt and its absolute path",
-            lambda c: _py(READ.format(targets=["../answer.txt", str(c.parent / "answer.txt")])), _no(lambda c: c.answer)),
+            lambda c: _py(READ.format(targets=["../answer.txt", str(c.parent / "answer.txt")])),
+            _no(lambda c: c.answer)),
     Attempt("read_host_files", "/etc/shadow, porchestra's source, /root, /proc/<agent pid>/environ",
             lambda c: _py(READ.format(targets=["/etc/shadow", str(Path(__file__).resolve()), "/root/.bash_history",
                                               f"/proc/{os.getpid()}/environ", f"/proc/{os.getpid()}/cmdline"])),
@@ -142,7 +143,8 @@ for t in ['../escape.txt', {str(c.parent / 'escape2.txt')!r}, '/usr/escape-{c.ma
             + [call("read_file", path="h.txt")], _no(lambda c: c.answer)),
     Attempt("network", "connect to a server listening on the host's loopback",
             lambda c: _py(f"import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', {c.port}), timeout=2)\n"
-                          "    s.sendall(b'escaped'); print('CONNECTED')\nexcept OSError as e:\n    print('NO NETWORK', e)"),
+                          "    s.sendall(b'escaped'); print('CONNECTED')\n"
+                          "except OSError as e:\n    print('NO NETWORK', e)"),
             lambda c, t: "the host server received a connection" if c.accepted else None),
     Attempt("fork_bomb", "fork until the system gives up",
             lambda c: _py(f"import os\nn = 0\ntry:\n    while n < 100000:\n        if os.fork() == 0:\n"
@@ -165,13 +167,15 @@ for t in ['../escape.txt', {str(c.parent / 'escape2.txt')!r}, '/usr/escape-{c.ma
                           "except OSError as e:\n    print('REFUSED -1', type(e).__name__)"),
             lambda c, t: None),  # reaching the check at all means this process survived
     Attempt("environment_secrets", "look for the API key in os.environ and every readable /proc/*/environ",
-            lambda c: _py(f"import os\nneedle = {c.canary!r}\nhits = [k for k, v in os.environ.items() if needle in v]\n"
+            lambda c: _py(f"import os\nneedle = {c.canary!r}\n"
+                          "hits = [k for k, v in os.environ.items() if needle in v]\n"
                           "for p in os.listdir('/proc'):\n    try:\n"
                           "        if needle.encode() in open(f'/proc/{p}/environ', 'rb').read(): hits.append(p)\n"
                           "    except OSError:\n        pass\nprint('LEAKED' if hits else 'CLEAN', hits)"),
             lambda c, t: None if "CLEAN" in _outputs(t) else f"the key was visible: {_outputs(t)[:200]}"),
     Attempt("background_processes", "leave sleepers behind with &, nohup, setsid and a double fork",
-            lambda c: _py(f"import subprocess\nsubprocess.run('sleep {c.marker} & nohup sleep {c.marker} >/dev/null 2>&1 & "
+            lambda c: _py(f"import subprocess\nsubprocess.run('sleep {c.marker} & "
+                          f"nohup sleep {c.marker} >/dev/null 2>&1 & "
                           f"setsid sleep {c.marker} & (sleep {c.marker} &); echo started', shell=True)"),
             _no_procs),
 ]

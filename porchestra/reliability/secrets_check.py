@@ -97,7 +97,8 @@ def run_secrets(workdir: str | Path | None = None) -> PropertyResult:
                           "--orchestrator-base-url", so.base_url, "--worker-base-url", sw.base_url,
                           "--config", str(crash_cfg if "adapter" in name else cfg), "--out", str(out)]
                 if name.startswith("eval"):
-                    args = ["eval", "porchestra.reliability.world:VaultBenchmark", "--retries", "1", "--limit", "3", *common]
+                    args = ["eval", "porchestra.reliability.world:VaultBenchmark", "--retries", "1", "--limit", "3",
+                            *common]
                 else:
                     args = ["run", f"Use the token {both} carefully.", "--allow-unisolated", *common]
                 p = _cli(args, canaries, root)
