@@ -1,5 +1,5 @@
-"""Property 6 — budgets, property-based (hypothesis): over random scripted episodes (random decisions,
-worker actions, malformed replies and budgets) the step budget of every worker and of the task, the
+"""Property 6 — budgets, property-based (hypothesis): over random scripted episodes (random control
+mode, decisions, worker actions, malformed replies and budgets) the step budget of every worker and of the task, the
 worker count and the cost cap are never exceeded, and every termination carries its reason.
 
 Cost cap semantics: the cap is checked before every LLM call, so no call starts once the known cost

@@ -16,6 +16,35 @@ FAST = {"malformed": {}, "api_faults": {"episodes": 20}, "crash": {"tasks": 30, 
         "sandbox": {}, "secrets": {}, "budgets": {"examples": 100}, "bad_input": {}}
 
 
+MODULES = {"malformed": "malformed", "api_faults": "api_faults", "crash": "crash", "sandbox": "escapes",
+           "secrets": "secrets_check", "budgets": "budgets", "bad_input": "bad_input"}
+
+# What the suite found when it was first run, and the fix (one commit each; see git log).
+FINDINGS = [
+    "A lone surrogate in a model reply (legal in JSON-decoded text) crashed the run with UnicodeEncodeError "
+    "when the event log (and results.jsonl) was written.",
+    "Deeply nested JSON in a reply raised RecursionError out of the parser (a crash); a reply of many stray "
+    "braces took minutes to parse (each failed decode is O(n)).",
+    "A key in a variable named by `model_options.<role>.api_key_env` but not secret-looking (e.g. "
+    "VENDOR_LLM_CREDS) reached the event log, console and viewer; answers in results.jsonl were unredacted.",
+    "results.jsonl rows (infrastructure error messages, tracebacks) were written unredacted.",
+    "An unknown `--ablate` name was accepted silently and the run went ahead with nothing ablated.",
+    "Terminal escape sequences in model replies or tool output reached the user's terminal through the live view.",
+    "Reopening an event log whose writer was killed mid-line merged the next event into the torn fragment.",
+    "`porchestra view`/`report` on a corrupt event log crashed with a traceback (exit 1); view left an empty "
+    "output directory.",
+]
+
+
+def _description(key: str) -> str:
+    import importlib
+
+    doc = importlib.import_module(f"{__package__}.{MODULES[key]}").__doc__ or ""
+    body = doc.split("—", 1)[1] if "—" in doc else doc
+    text = " ".join(body.split()).replace(":class:", "")
+    return text[:1].upper() + text[1:]
+
+
 def _runner(key: str) -> Callable[..., PropertyResult]:
     from . import api_faults, bad_input, budgets, crash, escapes, malformed, secrets_check
     return {"malformed": malformed.run_malformed, "api_faults": api_faults.run_api_faults, "crash": crash.run_crash,
@@ -69,8 +98,15 @@ def render(results: list[PropertyResult], fast: bool) -> str:
            f"{platform.release()}, Python {platform.python_version()}). Do not edit by hand; rerun the command.",
            "", "| property | result | time |", "|---|---|---|"]
     out += [f"| {r.title} | {'PASS' if r.passed else '**FAIL**'} | {r.seconds:.0f} s |" for r in results]
+    out += ["", "Run it: `python -m porchestra.reliability` (everything, about a minute; writes this file) or "
+            "`python -m porchestra.reliability --fast` (the settings of the default test run). The tests "
+            "`tests/test_reliability_*.py` run the fast settings in the default `pytest` run; "
+            "`pytest -m slow tests/test_reliability_runtime.py` runs the full API-fault and crash settings.",
+            "", "Found and fixed by this suite (one commit each):", ""] + [f"- {f}" for f in FINDINGS]
     for r in results:
         out += ["", f"## {r.title} — {'PASS' if r.passed else 'FAIL'}", ""]
+        if r.key in MODULES:
+            out += [_description(r.key), ""]
         if r.key == "malformed":
             out += _table({"k (consecutive errors that end an agent)": r.figures.get("k")})
             for role in ("orchestrator", "worker"):
