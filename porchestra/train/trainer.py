@@ -31,7 +31,7 @@ from .data import Encoder, Item, epoch_order
 from .jsonl import dumps
 from .malloc import apply_in_process
 from .metrics import MetricsLog, peak_memory_mb
-from .modelio import LoraSettings, Teacher, add_lora, is_peft, load_merged, resolve_base_dir
+from .modelio import LoraSettings, Teacher, add_lora, is_peft, load_merged
 from .objectives import Ctx
 
 STATE = "trainer_state.json"
@@ -228,7 +228,3 @@ def save_final(out: Path, model: Any, tok: Any, base_dir: Path | None) -> Path:
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final
-
-
-def base_dir_for(spec: str) -> Path:
-    return resolve_base_dir(spec)
