@@ -19,9 +19,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fast", action="store_true", help="the smaller settings of the default test run")
     ap.add_argument("--only", nargs="*",
                     help="property keys: malformed api_faults crash sandbox secrets budgets bad_input")
+    ap.add_argument("--fault-rate", type=float, default=None, help="share of API calls that fail (default 0.3)")
     ap.add_argument("--out", type=Path, default=Path("docs/reliability.md"))
     args = ap.parse_args(argv)
-    results = run_suite(fast=args.fast, only=args.only, progress=lambda m: print(m, flush=True))
+    overrides = {"api_faults": {"rate": args.fault_rate}} if args.fault_rate is not None else {}
+    results = run_suite(fast=args.fast, only=args.only, overrides=overrides, progress=lambda m: print(m, flush=True))
     write_markdown(results, args.out, fast=args.fast)
     print(f"wrote {args.out}")
     failed = [r.key for r in results if not r.passed]

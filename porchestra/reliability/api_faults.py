@@ -56,10 +56,11 @@ def _account(role: str, ev: list[dict[str, Any]], srv: FakeOpenAIServer) -> list
     return problems
 
 
-def run_api_faults(episodes: int = 50, rate: float = 0.3, seed: int = 0, timeout_s: float = 0.4,
+def run_api_faults(episodes: int = 50, rate: float = 0.3, seed: int = 0, timeout_s: float = 1.0,
                    dead_endpoint_episodes: int = 2, workdir: str | Path | None = None) -> PropertyResult:
     """`episodes` at fault `rate`, plus `dead_endpoint_episodes` where every call fails (they must end
-    with an explicit model_error)."""
+    with an explicit model_error). `timeout_s` is the client's timeout: a "timeout" fault stalls past
+    it; an answered call slower than it (a loaded machine) would be miscounted, so keep it generous."""
     res = PropertyResult(key="api_faults", title="API faults")
     start = time.perf_counter()
     ends: Counter[str] = Counter()

@@ -52,7 +52,7 @@ def _runner(key: str) -> Callable[..., PropertyResult]:
             "bad_input": bad_input.run_bad_input}[key]
 
 
-def run_suite(fast: bool = False, only: list[str] | None = None,
+def run_suite(fast: bool = False, only: list[str] | None = None, overrides: dict[str, dict[str, Any]] | None = None,
               progress: Callable[[str], None] = lambda m: None) -> list[PropertyResult]:
     plan = FAST if fast else FULL
     unknown = set(only or []) - set(plan)
@@ -65,7 +65,7 @@ def run_suite(fast: bool = False, only: list[str] | None = None,
         progress(f"[{key}] running …")
         start = time.perf_counter()
         try:
-            r = _runner(key)(**kwargs)
+            r = _runner(key)(**{**kwargs, **(overrides or {}).get(key, {})})
         except Exception as e:  # noqa: BLE001 — a runner crash is a failed property, not a lost report
             r = PropertyResult(key=key, title=key)
             r.fail(f"the runner crashed: {type(e).__name__}: {e}")
