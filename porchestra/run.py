@@ -82,7 +82,7 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     policy = policy or make_policy(cfg.mode)
     listeners = list(listeners)
     if redactor is None:  # keys named by the config, whatever their variable is called
-        redactor = redactor_for(o.api_key_env for o in cfg.model_options.values())
+        redactor = redactor_for(cfg.model_options.values())
     log = EventLog(out / "events.jsonl", run_id, task.id, redactor=redactor, listeners=listeners)
     end: EndTask | None = None
     reason = "completed"

@@ -7,9 +7,11 @@ the sandbox's scrubbed environment all use it.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from typing import Iterable, Mapping
+from urllib.parse import parse_qsl, urlsplit
 
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 MASK = "[REDACTED]"
@@ -43,13 +45,42 @@ class Redactor:
                 text = text.replace(v, MASK)
         for p in self._patterns:
             text = p.sub(lambda m: (m.group(1) if m.re.groups else "") + MASK, text)
-        return text
+        return _BASIC.sub(_mask_basic, text)
 
 
-def redactor_for(key_env_names: Iterable[str | None]) -> Redactor:
-    """The Redactor of a run: secret-looking variables plus the ones the config names as holding keys
-    (`model_options.<role>.api_key_env`), whatever they are called."""
-    return Redactor(os.environ.get(n) or "" for n in key_env_names if n)
+# "Basic <base64 of user:password>" (URL userinfo becomes this header); masked only when it decodes to
+# credentials, so ordinary prose ("a basic implementation") is left alone
+_BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{8,}={0,2})")
+
+
+def _mask_basic(m: re.Match[str]) -> str:
+    try:
+        decoded = base64.b64decode(m.group(2), validate=True).decode("utf-8")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return m.group(0)
+    return m.group(1) + MASK if ":" in decoded else m.group(0)
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """Credentials written into a URL: the userinfo password and secret-looking query values."""
+    if not url:
+        return []
+    parts = urlsplit(url)
+    found = [parts.password or ""]
+    found += [v for k, v in parse_qsl(parts.query) if SECRET_NAME.search(k)]
+    return [f for f in found if f]
+
+
+def redactor_for(model_options: Iterable[object]) -> Redactor:
+    """The Redactor of a run: secret-looking variables, plus the variables the config names as holding
+    keys (`model_options.<role>.api_key_env`, whatever they are called) and credentials inside the
+    configured base URLs (`http://user:password@host/...`), which the config dump would otherwise carry."""
+    values: list[str] = []
+    for o in model_options:
+        name = getattr(o, "api_key_env", None)
+        values += [os.environ.get(name) or ""] if name else []
+        values += url_secrets(getattr(o, "base_url", None))
+    return Redactor(values)
 
 
 def scrubbed_environ(extra_keep: Iterable[str] = ()) -> dict[str, str]:

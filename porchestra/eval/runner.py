@@ -110,7 +110,7 @@ class EvalRunner:
         self.chash = plan.hash()
         self.on_row = on_row
         # rows carry answers, error messages and tracebacks: keys are masked before anything is written
-        self.redactor = redactor_for(o.api_key_env for o in plan.cfg.model_options.values())
+        self.redactor = redactor_for(plan.cfg.model_options.values())
 
     def pending(self, tasks: list[Task]) -> list[tuple[Task, int]]:
         done = self.store.done()
