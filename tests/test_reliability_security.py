@@ -30,3 +30,13 @@ def test_bad_input_exit_2_named_nothing_written(tmp_path):
     assert r.passed, r.failures
     f = r.figures
     assert f["exit_code_2"] == f["message_names_the_problem"] == f["output_dir_untouched"] == f["cases"] >= 40
+
+
+def test_redactor_masks_base_url_credentials_and_basic_auth_but_not_prose():
+    from porchestra.models.registry import ModelOptions
+    from porchestra.secrets import redactor_for
+
+    r = redactor_for([ModelOptions(base_url="http://user:pw-9f8e7d6c@127.0.0.1:1/v1?api-key=qk-1234567")])
+    text = r.redact_text("url http://user:pw-9f8e7d6c@h/v1?api-key=qk-1234567 echo: Basic dXNlcjpwdy05ZjhlN2Q2Yw==")
+    assert "pw-9f8e7d6c" not in text and "qk-1234567" not in text and "dXNlcjpw" not in text
+    assert r.redact_text("a basic implementation") == "a basic implementation"

@@ -5,7 +5,8 @@ not look secret at all but that the config names through `model_options.<role>.a
 go through the CLI (`python -m porchestra.cli run|eval ... --base-url <fake server>`): a server that
 answers 401 echoing the Authorization header, one whose 5xx errors echo it until retries run out, a
 successful scripted run whose prompts, model replies, tool outputs and answer contain both keys, evals
-whose answers hold the keys, and an eval whose benchmark adapter crashes with the key in its message.
+whose answers hold the keys, an eval whose benchmark adapter crashes with the key in its message, and
+a run whose base URLs carry a password (`http://user:password@host/v1`, a third canary).
 `porchestra view` and `porchestra report` then run on three of the output directories. Every byte of
 every file in them (event logs, results, summaries, the HTML view, the report) and every stdout and
 stderr is searched for the canaries.
@@ -13,6 +14,7 @@ stderr is searched for the canaries.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -34,6 +36,14 @@ PLAIN_VAR = "VENDOR_LLM_CREDS"              # does not: only the config says it 
 def _cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "porchestra.cli", *args], capture_output=True, text=True,
                           timeout=600, env={**os.environ, **env, "COLUMNS": "200"}, cwd=cwd)
+
+
+def _decoded(authorization: str | None) -> str:
+    """The Authorization header as sent; a Basic one (URL userinfo) decoded."""
+    a = authorization or ""
+    if a.startswith("Basic "):
+        return base64.b64decode(a[6:]).decode("utf-8", "replace")
+    return a
 
 
 def _config(path: Path, retries: int = 1, **extra: Any) -> Path:
@@ -64,6 +74,9 @@ def run_secrets(workdir: str | Path | None = None) -> PropertyResult:
     res = PropertyResult(key="secrets", title="Secrets")
     start = time.perf_counter()
     canaries = {NAMED_VAR: f"canaryA{uuid.uuid4().hex}", PLAIN_VAR: f"canaryB{uuid.uuid4().hex}"}
+    url_password = f"canaryC{uuid.uuid4().hex}"  # only on the command line, inside the base URLs
+    searched = {**canaries, "the base-URL password": url_password,
+                "the base-URL credentials as Basic auth": base64.b64encode(f"user:{url_password}".encode()).decode()}
     both = " ".join(canaries.values())
     scanned_files = scanned_bytes = 0
     hits: list[str] = []
@@ -88,13 +101,17 @@ def run_secrets(workdir: str | Path | None = None) -> PropertyResult:
                                           FaultPlan(), [call("lookup", key="alpha"), report("finish", both)] * 3,
                                           FaultPlan(sequence=[None, "503"])),
             "eval_with_adapter_errors_quoting_the_key": (["x"], FaultPlan(), ["x"], FaultPlan()),
+            "run_with_a_password_in_the_base_url": (["x"], FaultPlan(sequence=["401"]), ["x"], FaultPlan()),
         }
         crash_cfg = _config(root / "crash.json", env_options={"crash_with_env_var": PLAIN_VAR})
         for name, (orch, ofaults, work, wfaults) in runs.items():
             out = root / name
             with FakeOpenAIServer(orch, ofaults) as so, FakeOpenAIServer(work, wfaults) as sw:
+                urls = [s_.base_url for s_ in (so, sw)]
+                if "base_url" in name:
+                    urls = [u.replace("http://", f"http://user:{url_password}@") for u in urls]
                 common = ["--orchestrator-model", "openai:orchestrator-x", "--worker-model", "openai:worker-x",
-                          "--orchestrator-base-url", so.base_url, "--worker-base-url", sw.base_url,
+                          "--orchestrator-base-url", urls[0], "--worker-base-url", urls[1],
                           "--config", str(crash_cfg if "adapter" in name else cfg), "--out", str(out)]
                 if name.startswith("eval"):
                     args = ["eval", "porchestra.reliability.world:VaultBenchmark", "--retries", "1", "--limit", "3",
@@ -103,7 +120,7 @@ def run_secrets(workdir: str | Path | None = None) -> PropertyResult:
                     args = ["run", f"Use the token {both} carefully.", "--allow-unisolated", *common]
                 p = _cli(args, canaries, root)
                 sent = [r.authorization for s in (so, sw) for r in s.requests]
-            if "adapter" not in name and not any(c in (a or "") for a in sent for c in canaries.values()):
+            if "adapter" not in name and not any(c in _decoded(a) for a in sent for c in searched.values()):
                 res.fail(f"{name}: the key never reached the server (the test would prove nothing)")
             texts = {"stdout": p.stdout, "stderr": p.stderr}
             if name in DERIVED_FOR:
@@ -119,14 +136,14 @@ def run_secrets(workdir: str | Path | None = None) -> PropertyResult:
                 texts[str(f.relative_to(root))] = data.decode("utf-8", "replace")
             scanned_files += len(files)
             found = [f"{name}: {where} holds {var}" for where, text in texts.items()
-                     for var, value in canaries.items() if value in text]
+                     for var, value in searched.items() if value in text]
             hits += found
             cases[name] = {"exit_code": p.returncode, "files": len(files), "leaks": len(found)}
             if p.returncode not in (0,):
                 res.fail(f"{name}: exit code {p.returncode}: {p.stderr[-300:]}")
     for h in hits:
         res.fail(h)
-    res.figures.update({"canaries": 2, "runs": len(runs), "files_scanned": scanned_files,
+    res.figures.update({"canaries": len(searched), "runs": len(runs), "files_scanned": scanned_files,
                         "bytes_scanned": scanned_bytes, "streams_scanned": 2 * len(runs) + 4 * len(DERIVED_FOR),
                         "leaks": len(hits), "cases": cases,
                         "derived_outputs_checked": ["porchestra view", "porchestra report"]})
