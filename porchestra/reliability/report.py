@@ -28,6 +28,8 @@ FINDINGS = [
     "A key in a variable named by `model_options.<role>.api_key_env` but not secret-looking (e.g. "
     "VENDOR_LLM_CREDS) reached the event log, console and viewer; answers in results.jsonl were unredacted.",
     "results.jsonl rows (infrastructure error messages, tracebacks) were written unredacted.",
+    "A password in a configured base URL (`http://user:pw@host/v1`) was written into task_start's config dump; "
+    "an echoed `Basic <base64>` header was not masked.",
     "An unknown `--ablate` name was accepted silently and the run went ahead with nothing ablated.",
     "Terminal escape sequences in model replies or tool output reached the user's terminal through the live view.",
     "Reopening an event log whose writer was killed mid-line merged the next event into the torn fragment.",
