@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from conftest import call, complete, delegate, report
 from ledger_bench import LedgerBenchmark
 
@@ -100,7 +99,6 @@ def test_cli_eval_writes_summary(tmp_path):
     assert "1-item" in summary["by_category"] and (out / "summary.md").read_text().startswith("# ")
 
 
-@pytest.mark.slow
 def test_sigkill_then_resume_records_every_task_exactly_once(tmp_path):
     """Kill the eval process at random moments, resume each time: each task exactly once."""
     n = 40
@@ -111,7 +109,7 @@ def test_sigkill_then_resume_records_every_task_exactly_once(tmp_path):
     for _ in range(4):
         proc = subprocess.Popen(_eval_cmd(tmp_path, out, n), env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(2.0, 6.0))
+        time.sleep(rng.uniform(1.5, 4.0))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             kills += 1
