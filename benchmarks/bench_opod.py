@@ -4,8 +4,9 @@ teacher seeing the hint, full-vocabulary reverse KL, LoRA).
 
     python benchmarks/bench_opod.py [--model local:smollm2] [--decisions 4] [--new-tokens 64] [--steps 3]
 
-Each variant runs in a fresh subprocess (clean peak memory: RSS on CPU, torch's allocator peak on
-GPU) for `--steps` steps after one warm-up step; the median step time is reported. Decisions are
+Each variant runs in a fresh subprocess (clean peak memory: peak RSS of the process on CPU, model
+loading included; torch's allocator peak on GPU) for `--steps` steps after one warm-up step; the
+median step time is reported. `--malloc` applies the CPU malloc settings to the children. Decisions are
 the fixture trajectories' delegation contexts (tests/fixtures/train), each with a hint.
 
 Variants
@@ -102,7 +103,13 @@ def run_trl(args) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    _, tok, base_dir = load_merged(args.model)
+    from transformers import AutoTokenizer
+
+    base_dir = resolve_base_dir(args.model)
+    if (base_dir / "adapter_config.json").is_file():  # an adapter: TRL gets the merged weights
+        model, tok, _ = load_merged(args.model)
+    else:
+        model, tok = None, AutoTokenizer.from_pretrained(base_dir)
     items = _items(args.decisions)
     ds = Dataset.from_list([{"prompt": it.messages, "privileged_context": it.hint} for it in items])
     times: list[float] = []
@@ -124,7 +131,7 @@ def run_trl(args) -> dict:
                      max_steps=args.steps + 1, learning_rate=1e-5, logging_steps=1, report_to="none",
                      save_strategy="no", use_cpu=not torch.cuda.is_available(), bf16=args.bf16,
                      gradient_checkpointing=False, shuffle_dataset=False, disable_dropout=True)
-    model = AutoModelForCausalLM.from_pretrained(base_dir or resolve_base_dir(args.model), dtype=torch.float32)
+    model = model or AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     trainer = SDFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok,
                           peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
                                                  task_type="CAUSAL_LM"), callbacks=[Timer()])
@@ -144,6 +151,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--variants", default="sft,opod,opd,trl_sdft")
+    ap.add_argument("--malloc", action="store_true", help="children run with the CPU malloc settings (faster "
+                    "steps, but freed memory is kept, so peak RSS overstates the live peak)")
     ap.add_argument("--variant", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", default="/tmp/porchestra-bench")
     args = ap.parse_args()
@@ -153,8 +162,12 @@ def main() -> None:
         return
     results = {}
     for v in args.variants.split(","):
-        cmd = [sys.executable, __file__, "--variant", v] + [a for a in sys.argv[1:] if not a.startswith("--variants")]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **MALLOC}, cwd=ROOT)
+        cmd = [sys.executable, __file__, "--variant", v, "--model", args.model, "--decisions", str(args.decisions),
+               "--new-tokens", str(args.new_tokens), "--steps", str(args.steps), "--chunk", str(args.chunk),
+               "--tmp", args.tmp] + (["--threads", str(args.threads)] if args.threads else []) + \
+              (["--bf16"] if args.bf16 else [])
+        env = {**os.environ, **(MALLOC if args.malloc else {})}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
         line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             print(f"{v}: failed\n{proc.stderr[-2000:]}")

@@ -196,3 +196,27 @@ def test_teacher_gets_no_gradient_and_stays_bit_identical(tok, use_lora):
     assert all(torch.equal(before[n], after[n]) for n in before)
     if not use_lora:  # the student did move
         assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), teacher.copy_model.parameters()))
+
+
+def test_opod_gradients_equal_those_of_the_joint_loss(tok):
+    """opod_loss backpropagates the RWR term early (memory); the total gradient must be unchanged."""
+    from porchestra.train.objectives import sample_replies
+
+    model = tiny_model(len(tok))
+    ctx = Ctx(model, Encoder(tok), torch.device("cpu"), chunk=5)
+    items, cfg = _items(), OPODSettings(lam=0.7, gen=GenSettings(max_new_tokens=6))
+    teacher = Teacher.frozen_from(model)
+    torch.manual_seed(5)
+    loss, m = opod_loss(ctx, teacher, items, cfg)
+    loss.backward()
+    early = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch.manual_seed(5)
+    rwr, _ = likelihood_loss(ctx, items)
+    flagged = [it for it in items if it.hint]
+    replies = sample_replies(model, ctx.enc, [ctx.enc.prompt(it.messages) for it in flagged], cfg.gen)
+    per, _ = opd_divergence(ctx, teacher, flagged, replies)
+    (rwr + 0.7 * per.mean()).backward()
+    for a, p in zip(early, model.parameters()):
+        torch.testing.assert_close(a, p.grad, rtol=1e-5, atol=1e-7)
+    assert m["n_rwr"] == 2 and m["n_opd"] == 2

@@ -5,7 +5,9 @@
     L_OPD  = mean_i mean_k D(π_θ(·|x_i, y_i,<k) ‖ π_T(·|x_i ⊕ H_i, y_i,<k)),   y_i ~ π_θ(·|x_i)
                                                                             (decisions with a hint)
 π_T is the frozen SFT policy; D is reverse KL (default), forward KL or JSD over the full vocabulary.
-With λ = 0 the OPD term is not computed at all, so the loss is the RWR loss bit for bit.
+With λ = 0 the OPD term is not computed at all, so the loss is the RWR loss bit for bit. With both
+terms present, `opod_loss` backpropagates the RWR term itself before building the OPD graph and
+returns L with only the OPD part attached (the caller's backward adds the OPD gradients).
 """
 
 from __future__ import annotations
@@ -124,6 +126,11 @@ def opod_loss(ctx: Ctx, teacher: Teacher | None, items: list[Item], cfg: OPODSet
     if cfg.lam == 0 or not flagged or teacher is None:
         metrics.update(loss_opd=0.0, n_opd=0, tokens_opd=0)
         return loss_rwr, metrics
+    if metrics["n_rwr"] and loss_rwr.requires_grad:
+        # Backpropagate the RWR term now so its activations are freed before the OPD passes run; the
+        # returned loss carries only the OPD graph (same gradients, about half the peak memory).
+        loss_rwr.backward()
+        loss_rwr = loss_rwr.detach()
     replies = sample_replies(ctx.model, ctx.enc, [ctx.enc.prompt(it.messages) for it in flagged], cfg.gen)
     per_dec, counts = opd_divergence(ctx, teacher, flagged, replies, cfg.divergence, cfg.jsd_beta)
     loss_opd = weighted_decision_mean(per_dec, torch.ones_like(per_dec), counts)
