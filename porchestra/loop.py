@@ -277,6 +277,8 @@ class Runtime:
             return self._loop()
         finally:
             self._halt_workers()
+            for w in self.workers.values():  # every worker's life ends with a recorded event
+                self._close(w, "the task ended")
 
     def _loop(self) -> EndTask | None:
         pending = self.pending

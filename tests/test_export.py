@@ -70,7 +70,7 @@ def test_otel_spans_follow_genai_conventions(events):
     assert [(s["attributes"]["gen_ai.tool.name"], s["status"]["status_code"]) for s in tools] == [
         ("buy", "ERROR"), ("purchase", "UNSET"), ("purchase", "UNSET"), ("total", "UNSET")]
     assert all(s["parent_id"] == worker["context"]["span_id"] for s in tools)
-    assert [e["name"] for e in worker["events"]] == ["fault", "fault", "report", "revise", "report"]
+    assert [e["name"] for e in worker["events"]] == ["fault", "fault", "report", "revise", "report", "terminate"]
     assert [e["name"] for e in root["events"]] == ["complete"]
 
 

@@ -95,7 +95,8 @@ def test_polling_consults_every_k_worker_steps(tmp_path, cfg, ledger_task, k):
     later = [i for i, e in enumerate(ev) if e["event"] == "llm_call" and e["role"] == "orchestrator"][1:]
     assert [_tool_calls_before(ev, i) for i in later] == [k * j for j in range(1, 12 // k + 1)] + [12]
     assert [ev[i]["handoff"]["kind"] for i in later] == ["poll"] * (12 // k) + ["report"]
-    assert len(of(ev, "revise")) == 12 // k and not of(ev, "terminate")  # same worker continued
+    assert len(of(ev, "revise")) == 12 // k  # same worker continued: it ended only with the task
+    assert [t["reason"] for t in of(ev, "terminate")] == ["the task ended"]
 
 
 def test_aorchestra_never_accepts_a_revise(tmp_path, cfg, ledger_task):
