@@ -118,6 +118,37 @@ def _wait_group_gone(pgid: int, limit_s: float = 2.0) -> None:
         time.sleep(0.01)
 
 
+def _pid_ns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _reap_namespace(ns: str, limit_s: float = 2.0) -> None:
+    """The outer bwrap can exit before the kernel has finished killing its PID namespace (setsid'd
+    background processes included): SIGKILL what is left of it and wait, bounded, until it is empty."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        members = [int(p) for p in os.listdir("/proc") if p.isdigit() and _pid_ns(int(p)) == ns
+                   and not _is_zombie(int(p))]  # a zombie is dead already; its parent reaps it
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -155,6 +186,7 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: floa
     streams = {proc.stdout.fileno(): _Stream(keep), proc.stderr.fileno(): _Stream(keep)}
     timed_out = False
     exited_at: float | None = None
+    own_ns, child_ns = _pid_ns(os.getpid()), None
     with selectors.DefaultSelector() as sel:
         for fd in streams:
             os.set_blocking(fd, False)
@@ -162,6 +194,8 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: floa
         try:
             while sel.get_map():
                 now = time.monotonic()
+                if child_ns is None:  # remember the sandbox's PID namespace while its init is alive
+                    child_ns = next((n for c in _children(proc.pid) if (n := _pid_ns(c)) and n != own_ns), None)
                 if exited_at is None and _exited(proc.pid):
                     exited_at = now
                     _kill_group(proc.pid)  # leftovers of an unisolated run
@@ -189,6 +223,8 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: floa
             except subprocess.TimeoutExpired:  # pragma: no cover - the kernel reaps SIGKILLed children
                 pass
             _wait_group_gone(proc.pid)
+            if child_ns is not None:
+                _reap_namespace(child_ns)
             proc.stdout.close()
             proc.stderr.close()
     out, err = streams.values()
