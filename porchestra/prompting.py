@@ -27,8 +27,14 @@ def render_hint_block(hint: str) -> str:
 def insert_hint(messages: list[dict[str, Any]], slot: dict[str, int], hint: str) -> list[dict[str, Any]]:
     """A copy of `messages` with the hint block inserted at `slot` (the self-teacher's context)."""
     out = copy.deepcopy(messages)
-    i, k = slot["message_index"], slot["offset"]
-    content = out[i]["content"]
+    i, k = int(slot["message_index"]), int(slot["offset"])
+    if not 0 <= i < len(out):
+        raise ValueError(f"hint_slot.message_index {i} out of range for {len(out)} messages")
+    content = out[i].get("content") or ""
+    if not isinstance(content, str):
+        raise ValueError(f"hint_slot points at message {i} whose content is not text")
+    if not 0 <= k <= len(content):
+        raise ValueError(f"hint_slot.offset {k} out of range for a message of {len(content)} chars")
     out[i]["content"] = content[:k] + render_hint_block(hint) + content[k:]
     return out
 
