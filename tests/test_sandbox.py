@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from porchestra.tools import sandbox as sandbox_mod
+from porchestra.reliability.escapes import procs_with
 from porchestra.tools.sandbox import Limits, Sandbox, SandboxUnavailable, available_isolation
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # world-readable: the unshare level as root needs one
@@ -63,18 +64,6 @@ def box(ws: Path, level: str = "auto", **limits) -> Sandbox:
                    allow_unisolated=level == "none")
 
 
-def _procs_with(marker: str) -> list[str]:
-    """Command lines of live host processes that contain `marker` (zombies have none)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmd:
-                found.append(cmd)
-    return found
 
 
 # --------------------------------------------------------------------------- detection and refusal
@@ -247,7 +236,7 @@ except OSError as e:
     assert r.exit_code == 0, r.stderr
     started = int(r.stdout.split()[1])
     assert 0 < started < 16
-    assert _procs_with(f"sleep {marker}") == []  # the namespace went down with the command
+    assert procs_with(f"sleep {marker}") == []  # the namespace went down with the command
     assert subprocess.run(["true"]).returncode == 0  # the host can still fork
 
 
@@ -257,7 +246,7 @@ def test_shell_fork_bomb_is_contained(ws):
     r = box(ws, max_procs=16, wall_s=3).run_shell(f": {marker}; :(){{ :|:& }};: ; sleep 1; echo survived")
     # however bash copes (gives up, keeps retrying until the deadline), the limit was what stopped it
     assert r.timed_out or "Resource temporarily unavailable" in r.stderr, (r.stdout, r.stderr[-300:])
-    assert _procs_with(marker) == []
+    assert procs_with(marker) == []
     assert subprocess.run(["true"]).returncode == 0
 
 
@@ -290,7 +279,7 @@ def test_infinite_loop_is_killed_at_the_wall_time(ws, level):
     r = box(ws, level, wall_s=2).run_shell(f"sleep {marker} & while true; do :; done")
     assert r.timed_out and r.exit_code is None
     assert "timed out" in r.render()
-    assert _procs_with(f"sleep {marker}") == []
+    assert procs_with(f"sleep {marker}") == []
 
 
 @needs_sandbox
@@ -306,7 +295,7 @@ while True:
 """
     r = box(ws, level, wall_s=2).run_python(code)
     assert r.timed_out
-    assert _procs_with(f"sleep {marker}") == [] and _procs_with(marker) == []
+    assert procs_with(f"sleep {marker}") == [] and procs_with(marker) == []
 
 
 @needs_sandbox
@@ -370,7 +359,7 @@ def test_no_background_process_survives_the_call(ws, level):
            f"setsid sleep {marker} & (sleep {marker} &) ; echo started")
     r = box(ws, level).run_shell(cmd)
     assert r.exit_code == 0 and "started" in r.stdout and not r.timed_out
-    assert _procs_with(f"sleep {marker}") == []
+    assert procs_with(f"sleep {marker}") == []
 
 
 def test_unisolated_run_still_cleans_its_process_group(ws):
@@ -378,7 +367,7 @@ def test_unisolated_run_still_cleans_its_process_group(ws):
     sb = Sandbox(ws, isolation="none", allow_unisolated=True, limits=Limits(**{**TIGHT, "wall_s": 5}))
     r = sb.run_shell(f"sleep {marker} >/dev/null 2>&1 & echo started")
     assert r.isolation == "none" and "started" in r.stdout
-    assert _procs_with(f"sleep {marker}") == []
+    assert procs_with(f"sleep {marker}") == []
 
 
 def test_python_from_a_venv_under_tmp_runs_in_bwrap(ws, tmp_path):

@@ -57,7 +57,8 @@ def _outputs(tool_events: list[dict[str, Any]]) -> str:
     return "\n".join(str(e["output"]["text"]) + str(e.get("error") or "") for e in tool_events)
 
 
-def _procs_with(marker: str) -> list[str]:
+def procs_with(marker: str) -> list[str]:
+    """Command lines of live host processes that contain `marker` (zombies have none)."""
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -96,7 +97,7 @@ for t in {targets!r}:
 
 
 def _no_procs(c: Ctx, tools: list[dict[str, Any]]) -> str | None:
-    left = _procs_with(c.marker)
+    left = procs_with(c.marker)
     return f"{len(left)} process(es) survived: {left[:2]}" if left else None
 
 
