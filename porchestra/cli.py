@@ -193,7 +193,9 @@ def _mount(module: str, attr: str, name: str, kind: str = "command") -> None:
             fail(f"'porchestra {name}' is unavailable: {e}", code=1)
         app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(missing)
         return
-    if kind == "typer":
+    if kind == "factory":  # a function building the sub-app when the CLI starts
+        app.add_typer(obj(), name=name)
+    elif kind == "typer":
         app.add_typer(obj, name=name)
     else:
         app.command(name)(obj)
@@ -215,7 +217,7 @@ SUBCOMMANDS: list[tuple[str, str, str, str]] = [
     ("porchestra.eval.cli", "eval_cmd", "eval", "command"),
     ("porchestra.viewer.cli", "view_cmd", "view", "command"),
     ("porchestra.report.cli", "report_cmd", "report", "command"),
-    ("porchestra.cli_export", "export_app", "export", "typer"),
+    ("porchestra.cli_export", "build_export_app", "export", "factory"),
     ("porchestra.train.cli", "attribute_cmd", "attribute", "command"),
     ("porchestra.train.cli", "train_app", "train", "typer"),
 ]

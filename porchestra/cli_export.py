@@ -3,9 +3,16 @@ SFT data (training side), ATIF trajectories and OpenTelemetry spans (analysis si
 
 from __future__ import annotations
 
-from .export.cli import register
-from .train.cli import export_app
+import typer
 
-register(export_app)
 
-__all__ = ["export_app"]
+def build_export_app() -> typer.Typer:
+    """A fresh group holding both sides' exporters (nothing is mutated at import time)."""
+    from .export.cli import register
+    from .train.cli import export_app as training_exports
+
+    app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                      help="Export decision records, SFT data, ATIF trajectories or OpenTelemetry spans.")
+    app.registered_commands.extend(training_exports.registered_commands)
+    register(app)
+    return app
