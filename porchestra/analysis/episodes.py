@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..log.events import read_events
+from ..log.trajectory import find_event_logs
 
 
 @dataclass
@@ -63,11 +64,7 @@ def load_episode(path: Path, label: str) -> Episode:
 
 def load_run(run_dir: str | Path, label: str | None = None) -> list[Episode]:
     root = Path(run_dir)
-    if not root.exists():
-        raise FileNotFoundError(f"run directory not found: {root}")
-    paths = [root] if root.is_file() else sorted(root.rglob("events.jsonl"))
-    if not paths:
-        raise FileNotFoundError(f"no events.jsonl under {root}")
+    paths = find_event_logs(root)
     name = label or (root.parent.name if root.is_file() else root.name)
     return [load_episode(p, name) for p in paths]
 

@@ -9,12 +9,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..log.trajectory import find_event_logs
+
 
 def _logs(run_dir: Path) -> list[Path]:
-    paths = [run_dir] if run_dir.is_file() else sorted(run_dir.rglob("events.jsonl"))
-    if not paths:
-        raise typer.BadParameter(f"no events.jsonl under {run_dir}")
-    return paths
+    try:
+        return find_event_logs(run_dir)
+    except FileNotFoundError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
 def _out_for(p: Path, out: Optional[Path], suffix: str, many: bool) -> Path:

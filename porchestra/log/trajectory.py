@@ -100,16 +100,18 @@ def load_run(path: str | Path) -> Run:
     return build_run(read_events(f), f)
 
 
-def find_event_logs(paths: list[str | Path]) -> list[Path]:
-    """events.jsonl files under run dirs, eval dirs (recursively) or given directly."""
+def find_event_logs(paths: list[str | Path] | str | Path) -> list[Path]:
+    """The events.jsonl files of run dirs, eval dirs (searched recursively) or given directly.
+    FileNotFoundError names a path that does not exist or holds no event log."""
     found: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(Path, [paths] if isinstance(paths, (str, Path)) else paths):
         if p.is_file():
             found.append(p)
-        elif (p / "events.jsonl").is_file():
-            found.append(p / "events.jsonl")
         elif p.is_dir():
-            found.extend(sorted(p.rglob("events.jsonl")))
+            logs = sorted(p.rglob("events.jsonl"))
+            if not logs:
+                raise FileNotFoundError(f"no events.jsonl under {p}")
+            found.extend(logs)
         else:
-            raise FileNotFoundError(f"no event log at {p}")
+            raise FileNotFoundError(f"no events.jsonl at {p}: no such file or directory")
     return found

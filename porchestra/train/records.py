@@ -13,6 +13,7 @@ from typing import Any, Iterator, Literal
 from pydantic import BaseModel, Field
 
 from ..log.events import read_events
+from ..log.trajectory import find_event_logs as event_logs_under
 from ..parsing import FormatError, parse_decision
 
 RECORD_FORMAT = "porchestra.decision.v1"
@@ -65,16 +66,11 @@ class RecordError(ValueError):
 def find_event_logs(paths: list[str | Path]) -> list[Path]:
     """Accept a run dir, an eval dir (searched recursively) or an events.jsonl path."""
     found: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_file():
-            found.append(p)
-        elif p.is_dir():
-            logs = sorted(p.rglob("events.jsonl"))
-            if not logs:
-                raise RecordError(f"RUN_DIR {p}: no events.jsonl found under it")
-            found.extend(logs)
-        else:
-            raise RecordError(f"RUN_DIR {p}: no such file or directory")
+    for p in paths:
+        try:
+            found.extend(event_logs_under(p))
+        except FileNotFoundError as e:
+            raise RecordError(f"RUN_DIR {p}: {e}") from None
     return found
 
 

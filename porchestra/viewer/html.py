@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 
 from ..log.events import read_events
+from ..log.trajectory import find_event_logs
 from .model import episode_view
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -39,9 +40,7 @@ def render_view(paths: list[Path], title: str) -> str:
 
 def write_view(run_dir: str | Path, html: str | Path | None = None) -> Path:
     root = Path(run_dir)
-    paths = [root] if root.is_file() else sorted(root.rglob("events.jsonl"))
-    if not paths:
-        raise FileNotFoundError(f"no events.jsonl under {root}")
+    paths = find_event_logs(root)
     out = Path(html) if html else (root.parent if root.is_file() else root) / "view.html"
     page = render_view(paths, f"porchestra · {root.name}")  # a corrupt log fails before anything is written
     out.parent.mkdir(parents=True, exist_ok=True)
