@@ -43,6 +43,19 @@ def _fail(backend: str, e: Exception) -> ToolError:
                      "try again or rephrase the query")
 
 
+def _json_results(backend: str, send: Any, rows_key: str, url_key: str, snippet_key: str,
+                  max_results: int) -> list[SearchResult]:
+    """Shared by the JSON backends: send the request, read `rows_key`, map each row to a result."""
+    try:
+        r = send()
+        r.raise_for_status()
+        rows = r.json().get(rows_key, [])
+    except (httpx.HTTPError, ValueError) as e:
+        raise _fail(backend, e) from None
+    return [SearchResult(title=x.get("title", ""), url=x.get(url_key, ""), snippet=x.get(snippet_key, ""))
+            for x in rows[:max_results] if x.get(url_key)]
+
+
 class DuckDuckGoHTML:
     name = "duckduckgo"
 
@@ -94,15 +107,9 @@ class SearxNG:
         self.timeout = timeout
 
     def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        try:
-            r = httpx.get(self.url, params={"q": query, "format": "json"}, headers={"User-Agent": USER_AGENT},
-                          timeout=self.timeout)
-            r.raise_for_status()
-            rows = r.json().get("results", [])
-        except (httpx.HTTPError, ValueError) as e:
-            raise _fail(self.name, e) from None
-        return [SearchResult(title=x.get("title", ""), url=x.get("url", ""), snippet=x.get("content", ""))
-                for x in rows[:max_results] if x.get("url")]
+        return _json_results(self.name, lambda: httpx.get(
+            self.url, params={"q": query, "format": "json"}, headers={"User-Agent": USER_AGENT},
+            timeout=self.timeout), "results", "url", "content", max_results)
 
 
 class _KeyedBackend:
@@ -126,15 +133,10 @@ class Serper(_KeyedBackend):
     endpoint = "https://google.serper.dev/search"
 
     def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        try:
-            r = httpx.post(self.endpoint, json={"q": query, "num": max_results},
-                           headers={"X-API-KEY": self._key(), "Content-Type": "application/json"}, timeout=self.timeout)
-            r.raise_for_status()
-            rows = r.json().get("organic", [])
-        except (httpx.HTTPError, ValueError) as e:
-            raise _fail(self.name, e) from None
-        return [SearchResult(title=x.get("title", ""), url=x.get("link", ""), snippet=x.get("snippet", ""))
-                for x in rows[:max_results] if x.get("link")]
+        headers = {"X-API-KEY": self._key(), "Content-Type": "application/json"}
+        return _json_results(self.name, lambda: httpx.post(
+            self.endpoint, json={"q": query, "num": max_results}, headers=headers, timeout=self.timeout),
+            "organic", "link", "snippet", max_results)
 
 
 class Tavily(_KeyedBackend):
@@ -143,15 +145,10 @@ class Tavily(_KeyedBackend):
     endpoint = "https://api.tavily.com/search"
 
     def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        try:
-            r = httpx.post(self.endpoint, json={"query": query, "max_results": max_results},
-                           headers={"Authorization": f"Bearer {self._key()}"}, timeout=self.timeout)
-            r.raise_for_status()
-            rows = r.json().get("results", [])
-        except (httpx.HTTPError, ValueError) as e:
-            raise _fail(self.name, e) from None
-        return [SearchResult(title=x.get("title", ""), url=x.get("url", ""), snippet=x.get("content", ""))
-                for x in rows[:max_results] if x.get("url")]
+        headers = {"Authorization": f"Bearer {self._key()}"}
+        return _json_results(self.name, lambda: httpx.post(
+            self.endpoint, json={"query": query, "max_results": max_results}, headers=headers,
+            timeout=self.timeout), "results", "url", "content", max_results)
 
 
 BACKENDS: dict[str, Any] = {"duckduckgo": DuckDuckGoHTML, "searxng": SearxNG, "serper": Serper, "tavily": Tavily}
