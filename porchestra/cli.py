@@ -166,22 +166,16 @@ def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: 
 
 
 def _load_task_file(path: Path):
-    import yaml
     from pydantic import ValidationError
 
+    from .config import format_validation, read_yaml
     from .envs.base import Task
 
-    if not path.is_file():
-        raise ValueError(f"TASK: task file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ValueError(f"TASK: {path} is not valid JSON/YAML: {e}") from None
+    data = read_yaml(path, "TASK: task file", fmt="JSON/YAML")
     try:
         return Task.model_validate(data)
     except ValidationError as e:
-        fields = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
-        raise ValueError(f"TASK: invalid task file {path}: {fields}") from None
+        raise ValueError(f"TASK: invalid task file {path}: {format_validation(e, root='task')}") from None
 
 
 def _mount(module: str, attr: str, name: str, kind: str = "command") -> None:

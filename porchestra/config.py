@@ -93,10 +93,21 @@ class RunConfig(BaseModel):
         return {"default": self.worker_model, **self.worker_models}
 
 
-def _format_validation(e: ValidationError) -> str:
+def read_yaml(path: str | Path, what: str, fmt: str = "YAML") -> Any:
+    """A YAML (or JSON) file's data; ConfigError naming `what` when it is missing or malformed."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what} not found: {p}")
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{what} {p} is not valid {fmt}: {e}") from None
+
+
+def format_validation(e: ValidationError, root: str = "config") -> str:
     parts = []
     for err in e.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "config"
+        loc = ".".join(str(p) for p in err["loc"]) or root
         parts.append(f"{loc}: {err['msg']}")
     return "; ".join(parts)
 
@@ -105,12 +116,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        try:
-            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+        loaded = read_yaml(p, "config file")
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
@@ -126,4 +132,4 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(f"invalid config: {_format_validation(e)}") from None
+        raise ConfigError(f"invalid config: {format_validation(e)}") from None
