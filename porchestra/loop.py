@@ -94,7 +94,7 @@ class Runtime:
             raise BudgetExhausted(f"global step budget exhausted ({self.cfg.budgets.global_steps} steps)")
         cap = self.cfg.budgets.max_cost_usd
         if cap is not None:
-            spent = sum(e.get("cost_usd") or 0.0 for e in self.log.events if e["event"] == "llm_call")
+            spent = self.gateway.spent_usd
             if spent >= cap:
                 raise BudgetExhausted(f"cost cap reached (${spent:.4f} >= ${cap})")
 

@@ -44,6 +44,7 @@ class Gateway:
         self.prices = prices or PriceTable()
         self._thinking = thinking  # context-manager factory: simulated-time envs pause their clock
         self._on_start = on_start  # progress display: called as on_start(role, agent_id, model_name)
+        self.spent_usd = 0.0  # known cost of the calls logged so far (for cost caps)
 
     def call(self, model: Model, messages: list[Message], *, role: str, agent_id: str,
              parent_agent_id: str | None = None, component: str = "other",
@@ -79,6 +80,7 @@ class Gateway:
         if call.logged:
             raise RuntimeError("LLM call logged twice")
         call.logged = True
+        self.spent_usd += call.cost_usd or 0.0
         fields: dict[str, Any] = {
             "role": call.role,
             "model": call.model.name,
