@@ -7,7 +7,6 @@ problem, before anything is written to the output directory.
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -183,8 +182,10 @@ def _mount(module: str, attr: str, name: str, kind: str = "command") -> None:
     try:
         obj = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
+        why = str(e)  # `e` itself is unbound once the except block ends
+
         def missing(ctx: typer.Context) -> None:
-            fail(f"'porchestra {name}' is unavailable: {e}", code=1)
+            fail(f"'porchestra {name}' is unavailable: {why}", code=1)
         app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(missing)
         return
     if kind == "factory":  # a function building the sub-app when the CLI starts

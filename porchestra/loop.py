@@ -15,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import Any
 
-from .agents import Orchestrator, StepRecord, Worker, tools_text
+from .agents import Orchestrator, Worker, tools_text
 from .config import RunConfig
 from .envs.base import Environment, Task
 from .harness import DecisionError, apply_revision, harness_from_delegation

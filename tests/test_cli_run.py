@@ -69,3 +69,13 @@ def test_bad_task_file_and_config_field(tmp_path):
 def test_unknown_flag_is_exit_2():
     p = cli("run", "x", "--no-such-flag")
     assert p.returncode == 2 and "no-such-flag" in p.stderr
+
+
+def test_unavailable_subcommand_says_why():
+    from typer.testing import CliRunner
+
+    from porchestra import cli as cli_mod
+
+    cli_mod._mount("porchestra.no_such_module", "cmd", "ghost-verb")
+    res = CliRunner().invoke(cli_mod.app, ["ghost-verb"])
+    assert res.exit_code == 1 and "unavailable" in res.output and "no_such_module" in res.output
