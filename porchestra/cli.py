@@ -15,13 +15,16 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
+from .cli_support import mode_help
 from .config import ConfigError, RunConfig, load_config
 from .envs.benchmark import BenchmarkError, load_benchmark
 from .models.registry import ModelSpecError
 from .policies import ModeError, make_policy
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
-                  help="Proactive Agentic Orchestration (POrchestra) and OPOD training.")
+app = typer.Typer(no_args_is_help=True, add_completion=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Proactive Agentic Orchestration (POrchestra) and OPOD training. Exit codes: 0 done, "
+                       "1 infrastructure failure, 2 bad input, 130 interrupted.")
 err = Console(stderr=True, highlight=False)
 
 USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ModelSpecError, ModeError, BenchmarkError, ValueError,
@@ -39,10 +42,20 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .cli_support import version
+
+        typer.echo(f"porchestra {version()}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _main(env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load variables from this .env "
                                                   "file (default: ./.env when present); never overrides "
-                                                  "variables already set.")) -> None:
+                                                  "variables already set."),
+          _version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
+                                        help="Print the version and exit.")) -> None:
     from dotenv import load_dotenv
 
     path = env_file or Path(".env")
@@ -95,7 +108,7 @@ def run(
     env: str = typer.Option("general", help="Environment / benchmark name."),
     orchestrator_model: Optional[str] = typer.Option(None, help="Model spec (default local:smollm2)."),
     worker_model: Optional[str] = typer.Option(None, help="Default worker model spec."),
-    mode: Optional[str] = typer.Option(None, help="Control mode (default proactive)."),
+    mode: Optional[str] = typer.Option(None, help=mode_help()),
     out: Optional[Path] = typer.Option(None, help="Output directory (default runs/<time>-run)."),
     workspace: Optional[Path] = typer.Option(None, help="general env: workspace directory (default: a temp dir)."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file."),
@@ -108,18 +121,26 @@ def run(
                                                     "transient:fetch:0.3@calls=2' (see porchestra/faults.py)."),
     max_parallel: Optional[int] = typer.Option(None, help="Workers running at once (concurrent modes)."),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL for all roles."),
-    orchestrator_base_url: Optional[str] = typer.Option(None),
-    worker_base_url: Optional[str] = typer.Option(None),
+    orchestrator_base_url: Optional[str] = typer.Option(None, help="Base URL for the orchestrator only."),
+    worker_base_url: Optional[str] = typer.Option(None, help="Base URL for the workers only."),
     answer: Optional[str] = typer.Option(None, help="general env: expected answer, to score the run."),
     allow_unisolated: bool = typer.Option(False, help="Run model-written code even without a sandbox."),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream the trace (only the final lines)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show every LLM call."),
+    log_level: Optional[str] = typer.Option(None, help="Python logging level on stderr: debug, info, "
+                                                         "warning, error, critical (default: off)."),
+    otlp_endpoint: Optional[str] = typer.Option(None, help="Also send OpenTelemetry spans live to this OTLP/HTTP "
+                                                             "collector (e.g. http://localhost:4318); needs "
+                                                             "porchestra[otel]."),
 ) -> None:
-    """Run one task and stream the interleaved orchestrator/worker trace."""
+    """Run one task and stream the interleaved orchestrator/worker trace. Exit 0 when the run completed
+    (whatever its success), 1 on an infrastructure failure, 2 on bad input, 130 when interrupted."""
+    from .cli_support import EXIT_INFRA, EXIT_INTERRUPTED, is_infra_reason, setup_logging
     from .console import ConsoleView
     from .run import build_models, run_task
 
     try:
+        setup_logging(log_level)
         cfg = build_config(config, env=env, **_common_overrides(
             mode, orchestrator_model, worker_model, global_steps, worker_steps, max_workers, max_cost, ablate,
             base_url, orchestrator_base_url, worker_base_url, faults, max_parallel))
@@ -132,11 +153,28 @@ def run(
     out = out or default_out("run")
     if out.exists() and any(out.iterdir()):
         fail(f"--out: directory {out} is not empty")
-    listeners = [] if quiet else [ConsoleView(verbose=verbose)]
-    result = run_task(the_task, environment, cfg, out_dir=out, models=models, policy=policy, listeners=listeners)
+    listeners: list[Any] = [] if quiet else [ConsoleView(verbose=verbose)]
+    if otlp_endpoint:
+        from .export.live import live_otlp_listener
+
+        try:
+            listeners.append(live_otlp_listener(otlp_endpoint))
+        except RuntimeError as e:  # the optional exporter is not installed
+            fail(str(e))
+    try:
+        result = run_task(the_task, environment, cfg, out_dir=out, models=models, policy=policy,
+                          listeners=listeners)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: the events so far are in {out / 'events.jsonl'}; rerun with a new --out to "
+                  "start the task again")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        for x in listeners:
+            getattr(x, "close", lambda: None)()
     Console(highlight=False).print(f"events: {result.events_path}")
-    if result.reason.startswith("internal_error"):
-        raise typer.Exit(1)
+    if is_infra_reason(result.reason):
+        err.print(f"error: the run could not be completed: {result.reason}", markup=False)
+        raise typer.Exit(EXIT_INFRA)
 
 
 def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: Optional[str],

@@ -9,11 +9,12 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..cli import USER_ERRORS, _common_overrides, build_config, default_out, fail
+from ..cli_support import EXIT_INTERRUPTED, eval_exit_code, mode_help, setup_logging
 from ..envs.benchmark import BenchmarkError, load_benchmark
 from ..policies import make_policy
+from .display import EvalDisplay
 from .runner import EvalPlan, EvalRunner, select_tasks
 from .summary import write_summary
 
@@ -48,39 +49,57 @@ def _read_ids(ids: Optional[str]) -> list[str] | None:
 
 def eval_cmd(
     bench: str = typer.Argument(..., help="Benchmark: gaia2, gaia, swebench, tau2, bfcl, general, or module:attr."),
-    mode: Optional[str] = typer.Option(None, help="Control mode (default proactive)."),
+    mode: Optional[str] = typer.Option(None, help=mode_help()),
     policy: Optional[str] = typer.Option(None, help="'gold' / 'gold-truncated' replays reference actions (no LLM)."),
-    orchestrator_model: Optional[str] = typer.Option(None),
-    worker_model: Optional[str] = typer.Option(None),
+    orchestrator_model: Optional[str] = typer.Option(None, help="Orchestrator model spec (default local:smollm2)."),
+    worker_model: Optional[str] = typer.Option(None, help="Default worker model spec."),
     out: Optional[Path] = typer.Option(None, help="Eval directory; rerun the same command to resume."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    subset: Optional[str] = typer.Option(None), split: Optional[str] = typer.Option(None),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file (flags override it)."),
+    tasks_file: Optional[Path] = typer.Option(None, "--tasks", help="general: task file (JSON list or JSONL of "
+                                                                   "{id, instruction, metadata})."),
+    subset: Optional[str] = typer.Option(None, help="gaia2 --hf: hub config (default mini); tau2: same as --split."),
+    split: Optional[str] = typer.Option(None, help="gaia / gaia2 --hf: validation (default) | test; swebench --hf: test; tau2: a split of the domain (default base)."),
     ids: Optional[str] = typer.Option(None, help="Comma-separated ids or a file (JSON list or one per line)."),
-    limit: Optional[int] = typer.Option(None, min=1),
+    limit: Optional[int] = typer.Option(None, min=1, help="At most this many tasks (after --ids)."),
     scenarios: Optional[str] = typer.Option(None, help="gaia2: DIR | JSONL | tutorials | fixtures."),
-    domain: Optional[str] = typer.Option(None, help="tau2: telecom | retail | airline | mock."),
-    category: Optional[str] = typer.Option(None, help="bfcl: base | miss_func | …"),
-    instances: Optional[str] = typer.Option(None, help="swebench: instances JSON/JSONL."),
-    snapshot: Optional[str] = typer.Option(None, help="gaia: local snapshot dir (metadata.jsonl + files)."),
+    domain: Optional[str] = typer.Option(None, help="tau2: telecom | retail | airline."),
+    category: Optional[str] = typer.Option(None, help="bfcl: base | miss_func | miss_param | long_context."),
+    instances: Optional[str] = typer.Option(None, help="swebench: instances JSON/JSONL, or fixtures."),
+    snapshot: Optional[str] = typer.Option(None, help="gaia: local snapshot dir (metadata.jsonl + files), or fixtures."),
     hf: bool = typer.Option(False, help="Load the dataset from the hub (needs network)."),
-    judge_model: Optional[str] = typer.Option(None),
-    user_model: Optional[str] = typer.Option(None),
-    trials: int = typer.Option(1, min=1), shard: str = typer.Option("0/1"),
-    max_concurrency: int = typer.Option(1, min=1), retries: int = typer.Option(2, min=0),
+    judge_model: Optional[str] = typer.Option(None, help="Model spec for LLM judges (gaia2 LLM checks)."),
+    user_model: Optional[str] = typer.Option(None, help="Model spec of the simulated user (tau2)."),
+    trials: int = typer.Option(1, min=1, help="Runs per task."),
+    shard: str = typer.Option("0/1", help="Run shard i of N (i/N) of the sorted task ids."),
+    max_concurrency: int = typer.Option(1, min=1, help="(task, trial) runs at once."),
+    retries: int = typer.Option(2, min=0, help="Retries of a run that hit an infrastructure error."),
     backend: str = typer.Option("local", help="local | ray"),
-    ray_address: Optional[str] = typer.Option(None),
-    global_steps: Optional[int] = typer.Option(None), worker_steps: Optional[int] = typer.Option(None),
-    max_workers: Optional[int] = typer.Option(None), max_cost: Optional[float] = typer.Option(None),
-    ablate: list[str] = typer.Option([]),
+    ray_address: Optional[str] = typer.Option(None, help="ray backend: cluster address (default: start locally)."),
+    global_steps: Optional[int] = typer.Option(None, help="Global step budget per task (all agent turns)."),
+    worker_steps: Optional[int] = typer.Option(None, help="Default step budget per worker."),
+    max_workers: Optional[int] = typer.Option(None, help="Most workers per task."),
+    max_cost: Optional[float] = typer.Option(None, help="Stop a task when its known cost (USD) exceeds this."),
+    ablate: list[str] = typer.Option([], help="Turn off a revision dimension or protocol field (repeatable)."),
     faults: Optional[str] = typer.Option(None, help="Inject tool faults (same syntax as `porchestra run`)."),
-    max_parallel: Optional[int] = typer.Option(None),
-    base_url: Optional[str] = typer.Option(None), orchestrator_base_url: Optional[str] = typer.Option(None),
-    worker_base_url: Optional[str] = typer.Option(None),
+    max_parallel: Optional[int] = typer.Option(None, help="Workers running at once (concurrent modes)."),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL for all roles."),
+    orchestrator_base_url: Optional[str] = typer.Option(None, help="Base URL for the orchestrator only."),
+    worker_base_url: Optional[str] = typer.Option(None, help="Base URL for the workers only."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display; only the summary."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print one line per finished task."),
+    log_level: Optional[str] = typer.Option(None, help="Python logging level on stderr: debug, info, warning, "
+                                                         "error, critical (default: off)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout (everything else "
+                                                        "goes to stderr)."),
 ) -> None:
-    """Evaluate a benchmark; resumable, with a live progress bar and a summary table."""
+    """Evaluate a benchmark; resumable, with a live progress bar and a summary table. Exit 0 when every
+    (task, trial) completed, 1 when some could not because of infrastructure, 2 on bad input, 130 when
+    interrupted (rerun the same command to resume)."""
     # piped output (CI logs, files) gets a wide console: the summary table stays readable
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    stream = sys.stderr if json_out else sys.stdout
+    console = Console(highlight=False, file=stream, width=None if stream.isatty() else 160)
     try:
+        setup_logging(log_level)
         if backend not in ("local", "ray"):
             raise BenchmarkError(f"--backend must be local or ray, got {backend!r}")
         cfg = build_config(config, env=bench, judge_model=judge_model, user_model=user_model,
@@ -96,7 +115,8 @@ def eval_cmd(
         options: dict[str, Any] = {**cfg.env_options, "subset": subset, "split": split, "ids": _read_ids(ids),
                                    "limit": limit, "scenarios": scenarios, "domain": domain, "category": category,
                                    "instances": instances, "snapshot": snapshot, "hf": hf, "policy": the_policy,
-                                   "judge_model": cfg.judge_model, "user_model": cfg.user_model}
+                                   "judge_model": cfg.judge_model, "user_model": cfg.user_model,
+                                   "tasks": str(tasks_file) if tasks_file else None}
         options = {k: v for k, v in options.items() if v is not None}
         plan = EvalPlan(bench, options, cfg, the_policy, trials, _parse_shard(shard), max_concurrency, retries,
                         backend, {"ray_address": ray_address})
@@ -108,28 +128,29 @@ def eval_cmd(
     if not tasks:
         fail("no tasks selected (check --ids / --limit / --shard)")
     out = out or default_out(f"eval-{bench}")
-    stats = {"done": 0, "ok": 0, "cost": 0.0, "cost_known": True}
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console) as progress:
-        bar = progress.add_task(f"{bench} · {the_policy}", total=0, status="")
-
-        def on_row(row: dict[str, Any]) -> None:
-            stats["done"] += 1
-            stats["ok"] += bool(row.get("success"))
-            if row.get("cost_usd") is None:
-                stats["cost_known"] = False
-            else:
-                stats["cost"] += row["cost_usd"]
-            cost = f"${stats['cost']:.4f}" + ("" if stats["cost_known"] else "+?")
-            progress.update(bar, advance=1, status=f"success {stats['ok']}/{stats['done']} · cost {cost}")
-
-        runner = EvalRunner(benchmark, plan, out, on_row=on_row)
-        todo = runner.pending(tasks)
-        progress.update(bar, total=len(todo))
-        if len(todo) < len(tasks) * trials:
-            console.print(f"resuming: {len(tasks) * trials - len(todo)} finished run(s) skipped")
-        rows = runner.run(tasks)
+    display = EvalDisplay(console, f"{bench} · {the_policy}", quiet=quiet, verbose=verbose)
+    try:
+        with display:
+            runner = EvalRunner(benchmark, plan, out, on_row=display.on_row, on_start=display.on_start)
+            todo = runner.pending(tasks)
+            display.set_total(len(todo))
+            if len(todo) < len(tasks) * trials:
+                display.note(f"resuming: {len(tasks) * trials - len(todo)} finished run(s) skipped")
+            rows = runner.run(tasks)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: finished runs are kept in {out / 'results.jsonl'}; run the same command "
+                      "again to resume", markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     wanted = {t.id for t in tasks}
-    write_summary(out, [r for r in rows if r["task_id"] in wanted], f"{bench} · {the_policy} · {runner.chash}",
-                  console)
-    console.print(f"results: {out / 'results.jsonl'}")
+    rows = [r for r in rows if r["task_id"] in wanted]
+    summary = write_summary(out, rows, f"{bench} · {the_policy} · {runner.chash}", console)
+    console.print(f"results: {out / 'results.jsonl'}", markup=False)
+    code = eval_exit_code(rows)
+    if json_out:
+        typer.echo(json.dumps({"out": str(out), "config_hash": runner.chash, "exit_code": code, **summary},
+                              ensure_ascii=False))
+    if code:
+        n = sum(1 for r in rows if r.get("infra_error"))
+        console.print(f"error: {n} of {len(rows)} run(s) could not be completed because of infrastructure errors "
+                      f"(see infra_error rows in results.jsonl); rerun the same command to retry them", markup=False)
+        raise typer.Exit(code)

@@ -104,8 +104,10 @@ def run_one(bench: Benchmark, plan: EvalPlan, task: Task, trial: int, out_dir: P
 
 class EvalRunner:
     def __init__(self, bench: Benchmark, plan: EvalPlan, out: Path,
-                 on_row: Callable[[dict[str, Any]], None] | None = None):
+                 on_row: Callable[[dict[str, Any]], None] | None = None,
+                 on_start: Callable[[Task, int], None] | None = None):
         self.bench, self.plan, self.out = bench, plan, out
+        self.on_start = on_start  # told when a (task, trial) begins (the CLI shows what is in flight)
         self.store = ResultStore(out / "results.jsonl")
         self.chash = plan.hash()
         self.on_row = on_row
@@ -130,6 +132,11 @@ class EvalRunner:
             self.on_row(row)
         return row
 
+    def _run_one(self, task: Task, trial: int, cache: dict[str, Any]) -> dict[str, Any]:
+        if self.on_start:
+            self.on_start(task, trial)
+        return run_one(self.bench, self.plan, task, trial, self.task_dir(task, trial), cache)
+
     def run(self, tasks: list[Task]) -> list[dict[str, Any]]:
         todo = self.pending(tasks)
         if self.plan.backend == "ray":
@@ -141,11 +148,10 @@ class EvalRunner:
         cache: dict[str, Any] = {}
         if self.plan.max_concurrency <= 1:
             for task, trial in todo:
-                self._record(task, trial, run_one(self.bench, self.plan, task, trial, self.task_dir(task, trial), cache))
+                self._record(task, trial, self._run_one(task, trial, cache))
         else:
             with ThreadPoolExecutor(max_workers=self.plan.max_concurrency) as pool:
-                futures = {pool.submit(run_one, self.bench, self.plan, t, k, self.task_dir(t, k), cache): (t, k)
-                           for t, k in todo}
+                futures = {pool.submit(self._run_one, t, k, cache): (t, k) for t, k in todo}
                 for f in as_completed(futures):
                     t, k = futures[f]
                     self._record(t, k, f.result())

@@ -1,0 +1,6 @@
+"""`python -m porchestra` is the `porchestra` command."""
+
+from .cli import main
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
