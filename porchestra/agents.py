@@ -142,7 +142,8 @@ class Orchestrator:
         component = ("communication" if handoff is not None and handoff.report is not None
                      and handoff.report.type == "revise" else "orchestration")
         tool_names = rt.tool_names()
-        schema = orchestrator_schema(allowed, tool_names, list(rt.cfg.worker_model_names()), rt.env.end_action)
+        schema = orchestrator_schema(allowed, tool_names, list(rt.cfg.worker_model_names()), rt.env.end_action,
+                                     worker_ids=[w.id for w in rt.workers.values() if w.status == "paused"])
         handoff_info = None if handoff is None else {
             "worker_id": handoff.worker_id, "kind": handoff.kind,
             "report_type": handoff.report.type if handoff.report else None}

@@ -46,13 +46,16 @@ class RunConfig(BaseModel):
     attributor_model: str | None = None
     judge_model: str | None = None
     user_model: str | None = None
-    model_options: dict[str, ModelOptions] = Field(default_factory=dict, description="per role")
+    model_options: dict[str, ModelOptions] = Field(default_factory=dict, description="per role, or default for all "
+                                                   "(docs/models.md)")
     prices: dict[str, Any] = Field(default_factory=dict)
     budgets: Budgets = Field(default_factory=Budgets)
     ablate: list[str] = Field(default_factory=list, description="revision dimensions / protocol fields turned off")
     faults: list[dict[str, Any]] = Field(default_factory=list)
     env_options: dict[str, Any] = Field(default_factory=dict)
     max_output_chars: int = Field(4000, ge=100, description="tool output shown to agents and logged")
+    revision_reasoning: bool = Field(False, description="show the orchestrator's private reasoning to a worker "
+                                     "it revises (never while a revision dimension is ablated)")
     seed: int = 0
 
     @field_validator("orchestrator_model", "worker_model", "attributor_model", "judge_model", "user_model")
@@ -80,13 +83,20 @@ class RunConfig(BaseModel):
     @field_validator("model_options")
     @classmethod
     def _roles(cls, v: dict[str, ModelOptions]) -> dict[str, ModelOptions]:
-        bad = [r for r in v if r not in ROLES]
+        bad = [r for r in v if r not in ROLES and r != "default"]
         if bad:
-            raise ValueError(f"unknown role(s) {bad}; roles are {list(ROLES)}")
+            raise ValueError(f"unknown role(s) {bad}; roles are {list(ROLES)} (or default, for all)")
         return v
 
     def options_for(self, role: str) -> ModelOptions:
-        return self.model_options.get(role, ModelOptions())
+        """`model_options.<role>` over `model_options.default`: what a role sets wins, key by key."""
+        base, own = self.model_options.get("default"), self.model_options.get(role)
+        if base is None:
+            return own or ModelOptions()
+        if own is None:
+            return base
+        return ModelOptions.model_validate({**base.model_dump(exclude_unset=True),
+                                            **own.model_dump(exclude_unset=True)})
 
     def worker_model_names(self) -> dict[str, str]:
         """Models the orchestrator may pick by name; "default" is always the default worker model."""

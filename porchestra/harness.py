@@ -1,15 +1,25 @@
-"""Applying orchestrator decisions to harnesses.
+"""Applying orchestrator decisions to harnesses, and what of a revision the worker is told.
 
 `apply_revision` is the only place a live harness changes. Ablations turn off one revision dimension
-at a time (task_scope, context, tools, budget — paper B.2): the field is ignored and the worker keeps
-its initial value; what was ignored is returned so it can be logged.
+at a time (task_scope, context, tools, budget, constraints — paper B.2): the field is ignored and the
+worker keeps its initial value; what was ignored is returned so it can be logged (the `revise` event),
+but it is never shown to the worker (:func:`worker_revision_view`).
+
+Scope and resource operations with a runtime meaning (docs/modes.md, "Revision operations"):
+- task_scope `remove`: the worker's path ends (the runtime terminates it, by the orchestrator).
+- task_scope `decompose`: the orchestrator answers with delegate_task(s); the new workers' `delegate`
+  events name the decomposed worker as `parent` and it is closed ("decomposed into ...").
+- resource `state_handoff` / executor `replace`: the worker's last reported state and evidence travel
+  into the context of the replacement or re-delegated worker (:func:`with_state_handoff`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
-from .protocol import DelegateTask, Harness, ReviseTask
+from .protocol import DelegateTask, Harness, Report, ReviseTask
 
 REVISION_DIMENSIONS = ("task_scope", "context", "tools", "budget", "constraints")
 
@@ -26,6 +36,8 @@ class RevisionOutcome:
     removed_tools: list[str] = field(default_factory=list)
     added_steps: int = 0
     ignored: list[str] = field(default_factory=list)  # dimensions refused by ablation
+    constraints_changed: bool = False
+    remove: bool = False  # task_scope remove: the worker's path ends
 
     @property
     def changed(self) -> bool:
@@ -95,4 +107,64 @@ def apply_revision(h: Harness, r: ReviseTask, available_tools: list[str],
         else:
             new.constraints = list(r.constraints)
             out._text_changed = True
+            out.constraints_changed = True
+    if r.task_scope.operation == "remove":
+        if "task_scope" in ablate:
+            out.ignored.append("task_scope")
+        else:
+            out.remove = True
     return out
+
+
+# resource.object → the revision dimension it belongs to (state_handoff / none belong to none)
+RESOURCE_DIMENSION = {"context": "context", "tool": "tools", "budget": "budget", "constraint": "constraints"}
+
+
+def worker_revision_view(r: ReviseTask, out: RevisionOutcome, ablate: frozenset[str] | set[str],
+                         share_reasoning: bool = False) -> dict[str, Any]:
+    """The parts of a revision the resuming worker is shown (variables of `revision.j2`).
+
+    Nothing of an ablated dimension reaches the worker in any form: not its task_scope/resource
+    operation, object or details, not the changed value, not even that a change was refused. The
+    orchestrator's private `reasoning` is shown only when `share_reasoning` is set (RunConfig
+    `revision_reasoning`, off by default) and never while any revision dimension is ablated, since free
+    text can carry an ablated change."""
+    off = set(ablate) & set(REVISION_DIMENSIONS)
+    scope = None
+    if "task_scope" not in off and (r.task_scope.operation != "keep" or r.task_scope.details):
+        scope = r.task_scope.model_dump(include={"operation", "object", "details"})
+    resource = None
+    dim = RESOURCE_DIMENSION.get(r.resource.object)
+    if (r.resource.operation != "keep" or r.resource.details) and (dim is None or dim not in off):
+        resource = r.resource.model_dump(include={"operation", "object", "details"})
+    return {
+        "reasoning": r.reasoning if share_reasoning and not off and r.reasoning else "",
+        "task_scope": scope,
+        "resource": resource,
+        "context": r.context.strip() if r.context and "context" not in out.ignored else "",
+        "constraints": list(out.harness.constraints) if out.constraints_changed else None,
+    }
+
+
+def handoff_text(worker_id: str, report: Report | None) -> str:
+    """A worker's last reported state and evidence, as context for whoever continues its work."""
+    if report is None:
+        return ""
+    parts = []
+    if report.state:
+        parts.append(f"State: {report.state}")
+    if report.evidence.summary:
+        parts.append(f"Evidence: {report.evidence.summary}")
+    if report.evidence.raw:
+        parts.append("Raw evidence: " + json.dumps(report.evidence.raw, ensure_ascii=False))
+    return f"State handed off from {worker_id}:\n" + "\n".join(parts) if parts else ""
+
+
+def with_state_handoff(h: Harness, worker_id: str, report: Report | None) -> Harness:
+    """A copy of `h` whose context carries `worker_id`'s last report (state_handoff)."""
+    text = handoff_text(worker_id, report)
+    if not text:
+        return h
+    new = h.model_copy(deep=True)
+    new.context = (new.context + "\n\n" + text).strip()
+    return new

@@ -18,7 +18,8 @@ from typing import Any
 from .agents import Orchestrator, Worker, tools_text
 from .config import RunConfig
 from .envs.base import Environment, Task
-from .harness import DecisionError, apply_revision, harness_from_delegation
+from .harness import (DecisionError, apply_revision, harness_from_delegation, with_state_handoff,
+                      worker_revision_view)
 from .log.events import EventLog
 from .models.gateway import Gateway
 from .policies.base import ControlPolicy
@@ -147,10 +148,17 @@ class Runtime:
             w = self.workers[handoff.worker_id]
             self.memory.append(render_report(w, handoff, self.ablate))
         if isinstance(d, (DelegateTask, DelegateBatch)):
-            if handoff is not None and self.workers[handoff.worker_id].status == "paused":
-                self._close(self.workers[handoff.worker_id], "superseded by a new delegation")
-            for harness in plan:
-                self._start_worker(harness, fresh_attempt=True, reasoning=d.reasoning)
+            parent, report = (handoff.worker_id, handoff.report) if handoff is not None else (None, None)
+            scope = report.task_scope.operation if report is not None else None
+            handoff_state = report is not None and report.resource.object == "state_handoff"
+            if parent is not None and self.workers[parent].status == "paused":
+                why = (f"decomposed into {len(plan)} sub-task(s)" if scope == "decompose"
+                       else "superseded by a new delegation")
+                self._close(self.workers[parent], why)
+            for harness in plan:  # each child's delegate event names its parent (lineage)
+                self._start_worker(with_state_handoff(harness, parent, report) if handoff_state else harness,
+                                   fresh_attempt=True, reasoning=d.reasoning, parent=parent,
+                                   lineage="decompose" if scope == "decompose" else None)
         elif isinstance(d, ReviseTask):
             self._revise(d, *plan)
         elif isinstance(d, Terminate):
@@ -165,7 +173,7 @@ class Runtime:
         return None
 
     def _start_worker(self, harness: Any, fresh_attempt: bool, replaces: str | None = None,
-                      reasoning: str = "") -> Worker:
+                      reasoning: str = "", parent: str | None = None, lineage: str | None = None) -> Worker:
         wid = f"worker-{len(self.workers) + 1}"
         model = self.models.worker(harness.model)
         w = Worker(wid, harness, model)
@@ -179,23 +187,30 @@ class Runtime:
         self.workers[wid] = w
         self.env.on_delegate(wid, fresh_attempt)
         self.log.emit("delegate", wid, "orchestrator", harness=harness.model_dump(),
-                      model_name=model.name, replaces=replaces, reasoning=reasoning)
+                      model_name=model.name, replaces=replaces, reasoning=reasoning, parent=parent,
+                      lineage=lineage)
         return w
 
     def _revise(self, d: ReviseTask, w: Worker, outcome: Any) -> None:
         self.log.emit("revise", w.id, "orchestrator", revision=d.model_dump(exclude_none=True),
                       harness=outcome.harness.model_dump(), harness_before=w.harness.model_dump(),
                       ignored=outcome.ignored)
+        if outcome.remove:  # task_scope remove: this path ends here
+            self._close(w, f"task scope removed: {d.task_scope.details or d.task_scope.object}".rstrip(": "),
+                        by="orchestrator")
+            return
         if d.executor.operation == "replace":
             if d.executor.model:
                 outcome.harness.model = d.executor.model
-            self._close(w, "executor replaced")
-            self._start_worker(outcome.harness, fresh_attempt=False, replaces=w.id)
+            self._close(w, "executor replaced")  # the state handoff travels with the replacement
+            self._start_worker(with_state_handoff(outcome.harness, w.id, w.reports[-1] if w.reports else None),
+                               fresh_attempt=False, replaces=w.id, parent=w.id, lineage="replace")
             return
         subgoal_changed = outcome.harness.subgoal != w.harness.subgoal
         w.harness = outcome.harness
         added = [t for t in self.all_tools() if t.name in outcome.added_tools]
-        w.append_user(self.prompts.render("revision.j2", revision=d, outcome=outcome, harness=w.harness,
+        view = worker_revision_view(d, outcome, self.ablate, self.cfg.revision_reasoning)
+        w.append_user(self.prompts.render("revision.j2", view=view, outcome=outcome, harness=w.harness,
                                           subgoal_changed=subgoal_changed, remaining=w.remaining,
                                           added_tools_text=tools_text(added)))
         w.status = "running"
@@ -302,10 +317,18 @@ class Runtime:
 class Models:
     """The orchestrator model and the worker models by name ("default" = the configured default)."""
 
-    def __init__(self, orchestrator: Any, workers: dict[str, Any], specs: dict[str, str] | None = None):
+    def __init__(self, orchestrator: Any, workers: dict[str, Any], specs: dict[str, str] | None = None,
+                 orchestrator_spec: str | None = None):
         self.orchestrator = orchestrator
         self.workers = workers
         self.specs = specs or {}  # name → spec, so a decision may name either
+        self.orchestrator_spec = orchestrator_spec  # None: an injected object, not built from a spec
+
+    def describe(self) -> dict[str, Any]:
+        """The models that actually run (`task_start.models`): each object's own name, and the spec
+        it was built from (None for an injected object)."""
+        return {"orchestrator": {"name": _name(self.orchestrator), "spec": self.orchestrator_spec},
+                "workers": {k: {"name": _name(m), "spec": self.specs.get(k)} for k, m in self.workers.items()}}
 
     def worker(self, name: str | None) -> Any:
         if name is None:
@@ -314,3 +337,7 @@ class Models:
             if name in (key, model.name, self.specs.get(key)):
                 return model
         raise DecisionError(f"unknown worker model {name!r}")
+
+
+def _name(model: Any) -> str:
+    return getattr(model, "name", None) or type(model).__name__

@@ -56,7 +56,9 @@ def worker_schema(tools: list[Tool], comm_actions: list[str], ablate: set[str] |
 
 
 def orchestrator_schema(allowed: list[str], tool_names: list[str], model_names: list[str],
-                        end_action: str) -> dict[str, Any]:
+                        end_action: str, worker_ids: list[str] | None = None) -> dict[str, Any]:
+    """`worker_ids`: the paused workers a revise_task / terminate may name (worker_id is offered when
+    there are any; the runtime picks the handoff's worker when it is left out)."""
     tools_arr = {"type": "array", "items": {"enum": tool_names} if tool_names else _STR}
     options: list[dict[str, Any]] = []
     if "delegate_task" in allowed:
@@ -78,12 +80,19 @@ def orchestrator_schema(allowed: list[str], tool_names: list[str], model_names: 
         options.append(_obj({"action": {"const": "wait"}, "reasoning": _STR}, ["action", "reasoning"]))
     if "revise_task" in allowed:
         props = {"task_scope": _scope(_SCOPE_OPS), "resource": _RESOURCE, "context": _LONG, "tools": tools_arr,
-                 "step_budget": {"type": "integer", "minimum": 0, "maximum": 100}, "instruction": _LONG}
+                 "step_budget": {"type": "integer", "minimum": 0, "maximum": 100}, "instruction": _LONG,
+                 "constraints": {"type": "array", "items": _STR, "maxItems": 8},
+                 "executor": _obj({"operation": {"enum": ["keep", "replace"]},
+                                   **({"model": {"enum": model_names}} if model_names else {})}, ["operation"])}
+        if worker_ids:
+            props["worker_id"] = {"enum": list(worker_ids)}
         options.append(_obj({"action": {"const": "revise_task"}, "reasoning": _STR,
                              "params": _obj(props, ["task_scope", "resource"])}, ["action", "reasoning", "params"]))
     if "terminate" in allowed:
         options.append(_obj({"action": {"const": "terminate"}, "reasoning": _STR,
-                             "params": _obj({"reason": _STR}, ["reason"])}, ["action", "reasoning", "params"]))
+                             "params": _obj({"reason": _STR, **({"worker_id": {"enum": list(worker_ids)}}
+                                                               if worker_ids else {})}, ["reason"])},
+                            ["action", "reasoning", "params"]))
     if end_action in allowed:
         key = {"complete": "answer", "finalize_task": "message", "submit": "reason"}[end_action]
         options.append(_obj({"action": {"const": end_action}, "reasoning": _STR,

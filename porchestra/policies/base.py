@@ -30,6 +30,8 @@ class ControlPolicy:
 
     def orchestrator_actions(self, rt: "Runtime", handoff: Handoff | None) -> list[str]:
         actions = ["delegate_task"]
+        if handoff is not None and handoff.report is not None and handoff.report.task_scope.operation == "decompose":
+            actions.append("delegate_tasks")  # a decompose request may be answered with sub-tasks
         if self.can_revise and rt.revisable_worker(handoff) is not None:
             actions += ["revise_task", "terminate"]
         if rt.workers or not rt.cfg.budgets.require_delegation:

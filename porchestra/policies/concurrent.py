@@ -33,4 +33,4 @@ class ConcurrentProactivePolicy(ControlPolicy):
         actions = super().orchestrator_actions(rt, handoff)
         others = [w for w in rt.workers.values() if w.status == "running"]
         wait = ["wait"] if rt.pending or others else []  # other workers' reports are still to come
-        return actions[:1] + ["delegate_tasks"] + wait + actions[1:]
+        return actions[:1] + ["delegate_tasks"] + wait + [a for a in actions[1:] if a != "delegate_tasks"]
