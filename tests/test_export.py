@@ -87,7 +87,166 @@ def test_export_cli(tmp_path_factory, tmp_path):
     res = CliRunner().invoke(app, ["atif", str(runs["proactive"]), "--out", str(tmp_path / "atif")])
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in (tmp_path / "atif").iterdir()) == ["t1.atif.json", "t2.atif.json"]
-    res = CliRunner().invoke(app, ["otel", str(runs["proactive"] / "tasks" / "t1")])
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.common", reason="porchestra[otel] not installed")
+    res = CliRunner().invoke(app, ["otel", str(runs["proactive"] / "tasks" / "t1"), "--format", "jsonl"])
     assert res.exit_code == 0, res.output
     lines = (runs["proactive"] / "tasks" / "t1" / "trajectory.otel.jsonl").read_text().splitlines()
     assert any(json.loads(x)["name"] == "invoke_agent orchestrator" for x in lines)
+    res = CliRunner().invoke(app, ["otel", str(runs["proactive"] / "tasks" / "t1")])
+    assert res.exit_code == 0, res.output
+    assert _parse_otlp_json((runs["proactive"] / "tasks" / "t1" / "trajectory.otlp.json").read_text())
+    res = CliRunner().invoke(app, ["otel", str(runs["proactive"]), "--format", "xml"])
+    assert res.exit_code == 2 and "--format" in res.output
+
+
+def _parse_otlp_json(text):
+    """Parse OTLP/JSON into opentelemetry-proto's ExportTraceServiceRequest. OTLP/JSON differs from the
+    protobuf JSON mapping only in trace/span ids (hex instead of base64): convert them, parse strictly."""
+    import base64
+
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    def b64(obj):
+        if isinstance(obj, dict):
+            return {k: base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId", "parentSpanId")
+                    else b64(v) for k, v in obj.items()}
+        return [b64(x) for x in obj] if isinstance(obj, list) else obj
+
+    data = json.loads(text)
+    for rs in data["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                assert len(sp["traceId"]) == 32 and len(sp["spanId"]) == 16  # hex, as OTLP/JSON requires
+                assert isinstance(sp["kind"], int)  # enums as integers
+    return ParseDict(b64(data), ExportTraceServiceRequest())
+
+
+def _spans_of(req):
+    return [sp for rs in req.resource_spans for ss in rs.scope_spans for sp in ss.spans]
+
+
+def _attrs(span):
+    from google.protobuf.json_format import MessageToDict
+
+    out = {}
+    for kv in span.attributes:
+        (kind, value), = MessageToDict(kv.value).items()
+        out[kv.key] = (kind, value)
+    return out
+
+
+def test_otlp_json_parses_as_export_request_with_genai_conventions(events):
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.common", reason="porchestra[otel] not installed")
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    from porchestra.export.otel import export_spans, to_otlp_json
+
+    req = _parse_otlp_json(json.dumps(to_otlp_json(export_spans(events))))
+    (rs,) = req.resource_spans
+    assert {kv.key: kv.value.string_value for kv in rs.resource.attributes}["service.name"] == "porchestra"
+    spans = _spans_of(req)
+    assert len(spans) == 9 + 4 + 2 and len({sp.trace_id for sp in spans}) == 1
+    chats = [sp for sp in spans if _attrs(sp)["gen_ai.operation.name"] == ("stringValue", "chat")]
+    assert len(chats) == 9 and all(sp.kind == Span.SPAN_KIND_CLIENT for sp in chats)
+    a = _attrs(chats[0])
+    # the provider and its model name, not the porchestra spec; typed values
+    assert a["gen_ai.provider.name"] == ("stringValue", "porchestra.scripted")
+    assert a["gen_ai.request.model"] == ("stringValue", "orchestrator")
+    assert a["porchestra.model_spec"] == ("stringValue", "scripted:orchestrator")
+    assert a["gen_ai.usage.input_tokens"] == ("intValue", "100")
+    assert a["porchestra.cost_usd"][0] == "doubleValue"
+    assert chats[0].name == "chat orchestrator"
+    tools = [sp for sp in spans if sp.name.startswith("execute_tool")]
+    assert all(sp.kind == Span.SPAN_KIND_INTERNAL for sp in tools)
+    assert [sp.status.code for sp in tools][0] == 2  # STATUS_CODE_ERROR: the revoked tool
+    worker = next(sp for sp in spans if sp.name == "invoke_agent worker-1")
+    assert _attrs(worker)["porchestra.tools"][0] == "arrayValue"
+    assert _attrs(worker)["porchestra.step_budget"][0] == "intValue"
+
+
+@pytest.mark.parametrize("model,expect", [("openai:gpt-4.1-mini", ("openai", "gpt-4.1-mini")),
+                                          ("litellm:anthropic/claude-3-5", ("anthropic", "claude-3-5")),
+                                          ("local:smollm2", ("porchestra.local", "smollm2"))])
+def test_provider_names(model, expect):
+    from porchestra.export.otel import provider_and_model
+
+    assert provider_and_model(model) == expect
+
+
+class _Collector:
+    """A tiny OTLP/HTTP collector: records every POST /v1/traces body as an ExportTraceServiceRequest."""
+
+    def __enter__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        got = self.requests = []
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/v1/traces" and self.headers["Content-Type"] == "application/x-protobuf":
+                    got.append(ExportTraceServiceRequest.FromString(body))
+                    self.send_response(200)
+                else:
+                    self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def spans(self):
+        return [sp for r in self.requests for sp in _spans_of(r)]
+
+
+def test_export_otel_sends_to_a_collector(tmp_path_factory):
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="porchestra[otel] not installed")
+    import typer
+    from typer.testing import CliRunner
+
+    from porchestra.export.cli import export_otel_cmd
+
+    runs = record(tmp_path_factory.mktemp("runs3"))
+    app = typer.Typer()
+    app.command("otel")(export_otel_cmd)
+    app.command("x")(lambda: None)
+    with _Collector() as col:
+        res = CliRunner().invoke(app, ["otel", str(runs["proactive-flt"] / "tasks" / "t1"), "--endpoint", col.url])
+    assert res.exit_code == 0, res.output
+    assert "sent 15 spans" in res.output
+    assert sorted(sp.name for sp in col.spans()).count("chat orchestrator") == 3
+
+
+def test_live_otlp_export_during_a_run(tmp_path):
+    """`porchestra run --otlp-endpoint URL` sends the run's spans while it runs (a real CLI process)."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="porchestra[otel] not installed")
+    import subprocess
+    import sys
+
+    from conftest import complete, delegate, report
+
+    o, w = tmp_path / "o.json", tmp_path / "w.json"
+    o.write_text(json.dumps([delegate("say hi", []), complete("hi")]))
+    w.write_text(json.dumps([report("finish", "said hi")]))
+    with _Collector() as col:
+        p = subprocess.run([sys.executable, "-m", "porchestra", "run", "Say hi.", "--orchestrator-model",
+                            f"scripted:{o}", "--worker-model", f"scripted:{w}", "--out", str(tmp_path / "run"),
+                            "-q", "--otlp-endpoint", col.url], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+    names = sorted(sp.name for sp in col.spans())
+    assert names == ["chat o.json", "chat o.json", "chat w.json", "invoke_agent orchestrator",
+                     "invoke_agent worker-1"], names
+    assert len({sp.trace_id for sp in col.spans()}) == 1
