@@ -52,7 +52,9 @@ def test_revoked_tool_recovery_and_delay_by_hand(tmp_path, cfg, ledger_task):
     assert "buy" not in [t for t in of(ev, "revise")[0]["harness"]["tools"]]
     o = fault_outcome(load_run(tmp_path / "faulted")[0])
     assert (o.failure_step, o.intervention_step, o.recovery_step) == (2, 4, 5)
-    assert (o.intervention_delay, o.recovery_delay) == (2, 3)
+    # worker execution steps from the fault to the intervention: step 2 only (the report at 3 is a
+    # communication action, the revise at 4 an orchestrator decision); the older global-step delay is 2
+    assert (o.intervention_delay, o.intervention_delay_global, o.recovery_delay) == (1, 2, 3)
     assert (o.intervention_tokens, o.recovery_tokens) == (220, 330)  # steps 3-4 and 3-5, 110 tokens each
     assert o.intervention_cost == pytest.approx(0.012 + 0.12) and o.recovery_cost == pytest.approx(0.144)
     assert o.recovered
@@ -63,7 +65,9 @@ def test_revoked_tool_recovery_and_delay_by_hand(tmp_path, cfg, ledger_task):
     assert clean.success is True
     s = recovery_summary(load_run(tmp_path / "faulted"), load_run(tmp_path / "clean"))
     assert (s["hit"], s["eligible"], s["recovered"], s["recovery_rate"]) == (1, 1, 1, 1.0)
-    assert s["mean_intervention_delay_steps"] == 2 and s["mean_recovery_delay_steps"] == 3
+    assert s["mean_intervention_delay_steps"] == 1 and s["mean_recovery_delay_steps"] == 3
+    assert s["mean_intervention_delay_global_steps"] == 2
+    assert recovery_summary(load_run(tmp_path / "faulted"), delay="global_steps")["mean_intervention_delay_steps"] == 2
     assert s["km_curve"] == [[0.0, 0.0], [3.0, 1.0]]
 
 

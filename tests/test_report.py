@@ -32,7 +32,9 @@ def test_report_numbers(runs):
     (rec,) = rep["recovery"]
     assert (rec["clean"], rec["hit"], rec["eligible"], rec["recovered"], rec["recovery_rate"]) == (
         "proactive", 2, 2, 1, 0.5)
-    assert rec["mean_recovery_delay_steps"] == 3 and rec["mean_intervention_delay_steps"] == 2
+    # intervention delay in worker execution steps (the faulted call; the report and the decision are not)
+    assert rec["mean_recovery_delay_steps"] == 3 and rec["mean_intervention_delay_steps"] == 1
+    assert rec["mean_intervention_delay_global_steps"] == 2
     assert rec["km_curve"] == [[0.0, 0.0], [3.0, 0.5]]
     # t1 needs 3 env actions at best (buy, buy, total), t2 needs 2: both in the 1-5 group
     assert rep["by_length"]["proactive"] == {"1-5": {"n": 2, "success": 1.0}}

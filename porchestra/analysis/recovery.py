@@ -9,8 +9,16 @@ Per faulted episode, from its event log:
 - *first successful alternative action*: the first successful tool call after the failure that does
   not rely on the broken tool (revoke/rename: a tool other than the target; transient/schema: the
   target itself working again).
-- delays in steps (global step difference), tokens and cost (LLM calls after the failure up to and
-  including the event).
+- *intervention delay* (paper RQ4, "mean delay of 1.67 steps"): the worker execution steps from the
+  injected fault until the intervention takes effect — the worker tool turns (tool calls and malformed
+  replies, the faulted call included; communication actions finish/revise/stop excluded) whose step
+  lies in [failure step, intervention step). Orchestrator decisions are not worker steps, so a worker
+  that reports right after the fault and is revised at once has delay 1; a trigger on the failed call
+  also gives 1; polling every K steps gives up to K. `delay="global_steps"` restores the older
+  definition (global step difference, decisions and reports included), which is always reported as
+  `intervention_delay_global` / `mean_intervention_delay_global_steps`.
+- recovery delay: global step difference from the failure to the first successful alternative
+  action; tokens and cost: LLM calls after the failure up to and including the event.
 - *recovered*: an alternative action happened and the task succeeded (success unknown → the
   alternative action alone).
 Recovery rate = recovered / hit, over episodes whose clean twin (same task, no fault) succeeded, so a
@@ -44,6 +52,7 @@ class FaultOutcome:
     recovery_tokens: int | None
     intervention_cost: float | None
     recovery_cost: float | None
+    intervention_delay_global: int | None = None
 
     @property
     def recovered(self) -> bool:
@@ -80,7 +89,19 @@ def _spend(events: list[dict[str, Any]], i0: int, i1: int) -> tuple[int, float |
     return tokens, cost
 
 
-def fault_outcome(ep: Episode) -> FaultOutcome | None:
+COMM_ACTIONS = ("finish", "revise", "stop")
+DELAY_UNITS = ("worker_steps", "global_steps")
+
+
+def worker_tool_steps(events: list[dict[str, Any]], s0: int, s1: int) -> int:
+    """Worker execution turns (not communication actions) with s0 <= step < s1."""
+    return sum(1 for e in events if e["event"] == "llm_call" and e.get("role") == "worker"
+               and s0 <= e.get("step", -1) < s1 and e.get("action") not in COMM_ACTIONS)
+
+
+def fault_outcome(ep: Episode, delay: str = "worker_steps") -> FaultOutcome | None:
+    if delay not in DELAY_UNITS:
+        raise ValueError(f"unknown delay unit {delay!r}; known: {', '.join(DELAY_UNITS)}")
     ev = ep.events
     i0 = next((i for i, e in enumerate(ev) if e["event"] == "fault" and e.get("phase") == "hit"), None)
     if i0 is None:
@@ -99,11 +120,14 @@ def fault_outcome(ep: Episode) -> FaultOutcome | None:
     last = max(e.get("step", 0) for e in ev)
     it, ic = _spend(ev, i0, ii) if ii is not None else (None, None)
     rt, rc = _spend(ev, i0, ir) if ir is not None else (None, None)
+    global_delay = ev[ii]["step"] - s0 if ii is not None else None
+    worker_delay = worker_tool_steps(ev, s0, ev[ii]["step"]) if ii is not None else None
     return FaultOutcome(ep.task_id, hit.get("fault_id", "?"), ftype, target, s0,
                         ev[ii]["step"] if ii is not None else None, ev[ir]["step"] if ir is not None else None,
                         last, ep.success,
-                        ev[ii]["step"] - s0 if ii is not None else None,
-                        ev[ir]["step"] - s0 if ir is not None else None, it, rt, ic, rc)
+                        worker_delay if delay == "worker_steps" else global_delay,
+                        ev[ir]["step"] - s0 if ir is not None else None, it, rt, ic, rc,
+                        intervention_delay_global=global_delay)
 
 
 def kaplan_meier(times: list[float], observed: list[bool]) -> list[tuple[float, float]]:
@@ -129,9 +153,10 @@ def _mean(xs: list[Any]) -> float | None:
     return round(mean(xs), 4) if xs else None
 
 
-def recovery_summary(faulted: list[Episode], clean: list[Episode] | None = None) -> dict[str, Any]:
+def recovery_summary(faulted: list[Episode], clean: list[Episode] | None = None,
+                     delay: str = "worker_steps") -> dict[str, Any]:
     """Recovery and delays for one faulted configuration, paired by task with its clean runs."""
-    outcomes = [o for o in (fault_outcome(ep) for ep in faulted) if o is not None]
+    outcomes = [o for o in (fault_outcome(ep, delay) for ep in faulted) if o is not None]
     normalised = bool(clean)
     if clean:
         solved = {ep.task_id for ep in clean if ep.success}
@@ -149,7 +174,9 @@ def recovery_summary(faulted: list[Episode], clean: list[Episode] | None = None)
         "recovered": len(recovered),
         "recovery_rate": round(len(recovered) / len(outcomes), 4) if outcomes else None,
         "intervened": sum(1 for o in outcomes if o.intervention_step is not None),
+        "delay_unit": delay,
         "mean_intervention_delay_steps": _mean([o.intervention_delay for o in outcomes]),
+        "mean_intervention_delay_global_steps": _mean([o.intervention_delay_global for o in outcomes]),
         "mean_recovery_delay_steps": _mean([o.recovery_delay for o in recovered]),
         "mean_intervention_tokens": _mean([o.intervention_tokens for o in outcomes]),
         "mean_recovery_tokens": _mean([o.recovery_tokens for o in recovered]),
