@@ -1,15 +1,17 @@
 """Workspace file tools (read_file, write_file, list_files), confined to one directory.
 
 Every path is resolved against the workspace and must stay inside it after `..` and symlinks are
-followed; absolute paths are accepted only when they point inside the workspace.
+followed; absolute paths are accepted only when they point inside the workspace. The tools resolve and
+open in one race-free walk of directory file descriptors (safe_fs.Beneath): code running concurrently
+in the sandbox cannot swap a component for a symlink between a check and the open.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .base import Tool, ToolError, tool_from_function
+from .safe_fs import Beneath
 
 MAX_READ_BYTES = 10 << 20  # larger files: use execute_python to inspect them
 MAX_WRITE_CHARS = 2_000_000
@@ -17,7 +19,8 @@ MAX_LIST_ENTRIES = 500
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
-    """The real path `path` names inside `workspace`; ToolError when it would leave it."""
+    """The real path `path` names inside `workspace`; ToolError when it would leave it. A check by name:
+    only for the run's own setup before any model-written code ran (task files); tools use Beneath."""
     root = Path(workspace).resolve()
     if "\x00" in path:
         raise ToolError("path contains a NUL byte")
@@ -32,47 +35,22 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     return target
 
 
-def _walk(top: Path, recursive: bool) -> list[Path]:
-    """Entries below `top`, symlinks not followed, at most MAX_LIST_ENTRIES + 1 of them."""
-    if not recursive:
-        return sorted(top.iterdir())[: MAX_LIST_ENTRIES + 1]
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            out.append(Path(dirpath) / name)
-        if len(out) > MAX_LIST_ENTRIES:
-            break
-    return sorted(out)
-
-
-def _rel(root: Path, p: Path) -> str:
-    r = os.path.relpath(p, root.resolve())
-    return "." if r == "." else r
-
-
-def make_file_tools(workspace: Path, *, max_read_chars: int = 20000) -> list[Tool]:
-    """read_file, write_file and list_files bound to `workspace`."""
+def make_file_tools(workspace: Path, *, max_read_chars: int = 20000,
+                    owner: tuple[int, int] | None = None) -> list[Tool]:
+    """read_file, write_file and list_files bound to `workspace`. Every access goes through
+    :class:`Beneath` (no check-then-open by name: a concurrent symlink swap cannot redirect it).
+    `owner`: (uid, gid) given to what write_file creates (the sandbox's uid, so its code may change it)."""
     root = Path(workspace).resolve()
+    fs = Beneath(root, owner=owner)
 
     def read_file(path: str, start_line: int = 1, end_line: int | None = None, max_chars: int = max_read_chars) -> str:
         """Read a UTF-8 text file of the workspace. Optionally only lines start_line..end_line (1-based,
         inclusive). Output longer than max_chars is cut and says so."""
-        p = resolve_in_workspace(root, path)
-        if not p.exists():
-            raise ToolError(f"no such file: {path!r}")
-        if p.is_dir():
-            raise ToolError(f"{path!r} is a directory; use list_files")
-        if not p.is_file():  # a FIFO planted by code in the sandbox would block the reader forever
-            raise ToolError(f"{path!r} is not a regular file")
-        size = p.stat().st_size
-        if size > MAX_READ_BYTES:
-            raise ToolError(f"{path!r} has {size} bytes (limit {MAX_READ_BYTES}); read parts of it with execute_python")
         if start_line < 1 or (end_line is not None and end_line < start_line):
             raise ToolError("start_line must be >= 1 and end_line >= start_line")
-        data = p.read_bytes()
+        data = fs.read_bytes(path, MAX_READ_BYTES)
         if b"\x00" in data[:8192]:
-            raise ToolError(f"{path!r} looks like a binary file ({size} bytes); inspect it with execute_python")
+            raise ToolError(f"{path!r} looks like a binary file ({len(data)} bytes); inspect it with execute_python")
         text = data.decode("utf-8", "replace")
         if start_line > 1 or end_line is not None:
             lines = text.splitlines(keepends=True)
@@ -86,36 +64,26 @@ def make_file_tools(workspace: Path, *, max_read_chars: int = 20000) -> list[Too
         """Create or overwrite a text file of the workspace (parent directories are created)."""
         if len(content) > MAX_WRITE_CHARS:
             raise ToolError(f"content has {len(content)} characters (limit {MAX_WRITE_CHARS})")
-        p = resolve_in_workspace(root, path)
-        if p == root or p.is_dir():
-            raise ToolError(f"{path!r} is a directory")
-        if p.exists() and not p.is_file():
-            raise ToolError(f"{path!r} exists and is not a regular file")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(content, encoding="utf-8")
-        return f"wrote {len(content.encode('utf-8'))} bytes to {_rel(root, p)}"
+        data = content.encode("utf-8", "replace")  # a lone surrogate (JSON-decoded reply) becomes '?'
+        rel = fs.write_bytes(path, data)
+        return f"wrote {len(data)} bytes to {rel}"
 
     def list_files(path: str = ".", recursive: bool = False) -> str:
         """List a workspace directory (one entry per line, directories end with '/', files show their
         size). recursive=True lists the whole tree below it."""
-        p = resolve_in_workspace(root, path)
-        if not p.exists():
-            raise ToolError(f"no such directory: {path!r}")
-        if not p.is_dir():
-            raise ToolError(f"{path!r} is a file; use read_file")
-        entries = _walk(p, recursive)
+        entries = fs.list_dir(path, recursive, MAX_LIST_ENTRIES)
         lines = []
-        for e in entries[:MAX_LIST_ENTRIES]:
-            rel = _rel(root, e)
-            if e.is_symlink():
-                lines.append(f"{rel} -> {os.readlink(e)}")
-            elif e.is_dir():
+        for rel, kind, size, target in entries[:MAX_LIST_ENTRIES]:
+            if kind == "link":
+                lines.append(f"{rel} -> {target}")
+            elif kind == "dir":
                 lines.append(rel + "/")
             else:
-                lines.append(f"{rel} ({e.stat().st_size} bytes)")
+                lines.append(f"{rel} ({size} bytes)")
         if len(entries) > MAX_LIST_ENTRIES:
             lines.append(f"[... more than {MAX_LIST_ENTRIES} entries; only the first {MAX_LIST_ENTRIES} are shown ...]")
         return "\n".join(lines) if lines else "(empty directory)"
 
     return [tool_from_function(read_file), tool_from_function(write_file, writes=True),
             tool_from_function(list_files)]
+
