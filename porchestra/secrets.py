@@ -87,3 +87,13 @@ def scrubbed_environ(extra_keep: Iterable[str] = ()) -> dict[str, str]:
     """The current environment without secret-looking variables (for child processes)."""
     keep = set(extra_keep)
     return {k: v for k, v in os.environ.items() if k in keep or not SECRET_NAME.search(k)}
+
+
+def allowed_environ(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of `environ` (default: this process's) that `names` allows: exact names, or
+    prefixes written `NAME_*`. Nothing is passed by default; this is the only way a host variable
+    reaches sandboxed code."""
+    environ = os.environ if environ is None else environ
+    exact = {n for n in names if not n.endswith("*")}
+    prefixes = tuple(n[:-1] for n in names if n.endswith("*") and len(n) > 1)
+    return {k: v for k, v in environ.items() if k in exact or (prefixes and k.startswith(prefixes))}

@@ -32,9 +32,9 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..secrets import scrubbed_environ
+from ..secrets import allowed_environ
 from ._sandbox_proc import Capture, launcher_argv, run_captured
 
 Isolation = Literal["auto", "bwrap", "unshare", "none"]
@@ -55,6 +55,8 @@ class SandboxUnavailable(RuntimeError):
 
 
 class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelled limit must not be silently ignored
+
     wall_s: float = Field(30.0, gt=0)
     memory_mb: int = Field(1024, ge=64)  # address space (RLIMIT_AS)
     output_chars: int = Field(20000, ge=100)  # per stream; head and tail are kept
@@ -91,6 +93,8 @@ class ExecResult(BaseModel):
 
 # --------------------------------------------------------------------------- detection
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# the only host variables the code sees unasked (locale and terminal); everything else needs env_allow
+_PASS_THROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "TERM", "TZ")
 _ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd",
               "group", "nsswitch.conf")
 
@@ -174,12 +178,14 @@ def _chown_tree(root: Path, uid: int, gid: int, only_from: int | None = None) ->
 
 class Sandbox:
     def __init__(self, workspace: Path | str, isolation: Isolation = "auto", allow_unisolated: bool = False,
-                 limits: Limits | None = None, python: str | None = None, *, _probe: bool = False):
+                 limits: Limits | None = None, python: str | None = None, *,
+                 env_allow: tuple[str, ...] | list[str] = (), _probe: bool = False):
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise SandboxUnavailable(f"workspace {self.workspace} is not a directory")
         self.limits = limits or Limits()
         self.python = python or sys.executable
+        self.env_allow = tuple(env_allow)  # host variables (names or NAME_* prefixes) the user shares
         # Root: run the code as an unprivileged uid of its own (see module docstring).
         self.run_uid: int | None = random.randrange(1_500_000_000, 2_000_000_000) if _is_root() else None
         st = self.workspace.stat()
@@ -292,15 +298,17 @@ class Sandbox:
         return [r for r in keep if not any(r != o and r.startswith(o + "/") for o in keep)]
 
     def _env(self) -> dict[str, str]:
-        env = scrubbed_environ()
-        for k in ("PWD", "OLDPWD", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP"):
-            env.pop(k, None)
+        """A fixed minimal environment plus the variables named in `env_allow`, never the host's own:
+        a credential in an innocently named variable (a DSN, a webhook URL) must not reach the code."""
         bin_dir = str(Path(self.python).parent)
+        env = {k: os.environ[k] for k in _PASS_THROUGH if k in os.environ}
+        env.update(allowed_environ(self.env_allow))
         env.update(HOME=str(self.workspace), TMPDIR="/tmp", PATH=f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
                    PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8",
                    OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    # caches and configs of libraries go to /tmp, not into the workspace (HOME)
                    XDG_CACHE_HOME="/tmp/.cache", XDG_CONFIG_HOME="/tmp/.config", MPLCONFIGDIR="/tmp/.matplotlib")
+        env.setdefault("LANG", "C.UTF-8")
         return env
 
     # ----------------------------------------------------------------- workspace ownership (root)
