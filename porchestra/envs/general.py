@@ -31,13 +31,15 @@ class GeneralEnv(Environment):
     prompt_set = "general"
 
     def __init__(self, workspace: Path | None = None, isolation: Isolation = "auto", allow_unisolated: bool = False,
-                 limits: Limits | dict | None = None, answer: str | None = None):
+                 limits: Limits | dict | None = None, answer: str | None = None,
+                 env_allow: list[str] | None = None):
         self.isolation = resolve_isolation(isolation, allow_unisolated)  # refuse early: before any task starts
         self._given_workspace = Path(workspace) if workspace is not None else None
         self._isolation = isolation
         self._allow_unisolated = allow_unisolated
         self._limits = Limits.model_validate(limits) if isinstance(limits, dict) else limits
         self._answer = answer
+        self._env_allow = list(env_allow or [])  # host variables the sandboxed code may see (names, NAME_*)
         self._temp: Path | None = None
         self.workspace: Path | None = None
         self.sandbox: Sandbox | None = None
@@ -66,7 +68,7 @@ class GeneralEnv(Environment):
             target.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
         # Built here so that a machine without any sandbox fails at the start, not at the first call.
         self.sandbox = Sandbox(self.workspace, isolation=self._isolation, allow_unisolated=self._allow_unisolated,
-                               limits=self._limits)
+                               limits=self._limits, env_allow=self._env_allow)
         self._tools = [self._execute_python_tool(self.sandbox), *make_file_tools(self.workspace)]
 
     def close(self) -> None:
