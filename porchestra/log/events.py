@@ -1,25 +1,25 @@
-"""Event log v1 (shared/DESIGN.md §2.3): one JSON object per line, flushed after every event.
+"""Event log v1 (docs/events.md): one JSON object per line, flushed after every event.
 
 The writer is the single place where secrets are redacted: every line passes through
-:class:`porchestra.secrets.Redactor` before it reaches the file or any listener (the console).
+:class:`porchestra.secrets.Redactor` before it reaches the file or any listener (the console). Every
+event is checked against its typed model (:mod:`porchestra.log.schema`) before it is written, so
+the log never holds a line its readers cannot read.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from ..secrets import Redactor
+from pydantic import ValidationError
 
-EVENT_LOG_VERSION = 1
-EVENT_TYPES = (
-    "task_start", "llm_call", "delegate", "tool_call", "report", "revise", "terminate",
-    "format_error", "fault", "complete", "task_end", "notification",
-)
+from ..secrets import Redactor
+from .schema import EVENT_LOG_VERSION, Event, EventError, parse_event
+
+__all__ = ["EVENT_LOG_VERSION", "Event", "EventError", "EventLog", "Listener", "read_events", "truncate"]
 
 Listener = Callable[[dict[str, Any]], None]
 
@@ -74,6 +74,10 @@ class EventLog:
         }
         line = self.redactor.redact_text(json.dumps(record, ensure_ascii=False, default=str))
         record = json.loads(line)
+        try:
+            parse_event(record)
+        except ValidationError as e:  # a bug in the emitting code, never in the input
+            raise TypeError(f"event {event!r} does not fit its schema (porchestra/log/schema.py): {e}") from None
         with self._lock:
             if self._fh.closed:
                 raise RuntimeError(f"event log {self.path} is closed")
@@ -112,22 +116,10 @@ def _cut_torn_tail(path: Path) -> int:
     return len(data) - end
 
 
-def read_events(path: str | Path, strict: bool = False) -> list[dict[str, Any]]:
-    """Read an event log. A partially written last line (a killed writer) is dropped and reported
-    through the returned list's absence of it; with `strict` any bad line raises."""
-    events: list[dict[str, Any]] = []
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            is_last = all(not rest.strip() for rest in lines[i + 1:])
-            if strict or not is_last:
-                raise ValueError(f"{path}:{i + 1}: corrupt event line") from None
-    return events
+def read_events(path: str | Path, strict: bool = False) -> list[Event]:
+    """Read an event log as typed events (:mod:`porchestra.log.schema`). A partially written last
+    line (a killed writer) is dropped; with `strict` any bad line raises. A bad line raises
+    :class:`EventError` (a ValueError) naming `file:line`."""
+    from .schema import read_events as typed
 
-
-def now_ms() -> float:
-    return time.perf_counter() * 1000.0
+    return typed(path, strict)
