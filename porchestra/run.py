@@ -54,7 +54,8 @@ def build_models(cfg: RunConfig, cache: dict[str, Model] | None = None) -> Model
         return store[key]
 
     workers = {name: get(spec, "worker") for name, spec in cfg.worker_model_names().items()}
-    return Models(get(cfg.orchestrator_model, "orchestrator"), workers, cfg.worker_model_names())
+    return Models(get(cfg.orchestrator_model, "orchestrator"), workers, cfg.worker_model_names(),
+                  orchestrator_spec=cfg.orchestrator_model)
 
 
 def with_env_budgets(cfg: RunConfig, env: Environment) -> RunConfig:
@@ -62,6 +63,12 @@ def with_env_budgets(cfg: RunConfig, env: Environment) -> RunConfig:
     b = cfg.budgets
     defaults = {k: v for k, v in env.default_budgets.items() if k not in b.model_fields_set}
     return cfg.model_copy(update={"budgets": b.model_copy(update=defaults)}) if defaults else cfg
+
+
+def _configured_models(cfg: RunConfig) -> dict[str, Any]:
+    """`task_start.models` when run_task builds the models itself: exactly the configured specs."""
+    return {"orchestrator": {"name": cfg.orchestrator_model, "spec": cfg.orchestrator_model},
+            "workers": {k: {"name": s, "spec": s} for k, s in cfg.worker_model_names().items()}}
 
 
 def _end_answer(end: EndTask | None) -> str | None:
@@ -90,7 +97,8 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     try:
         log.emit("task_start", task=task.model_dump(exclude={"payload"}),
                  config={**cfg.model_dump(mode="json"), "policy": policy.describe()},
-                 environment={"name": env.name, **env.describe()})
+                 environment={"name": env.name, **env.describe()},
+                 models=models.describe() if models is not None else _configured_models(cfg))
         try:
             models = models or build_models(cfg)
             env.reset(task)
