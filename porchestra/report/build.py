@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..analysis.breakdown import by_category
 from ..analysis.costs import cost_split
 from ..analysis.episodes import Episode, by_label, load_run
 from ..analysis.grouping import by_dynamicity, by_length, future_events
@@ -85,5 +86,6 @@ def build_report(run_dirs: list[str | Path], labels: list[str] | None = None, se
             recovery.append({"label": label, "mode": mode, "clean": clean, **summary})
     dyn = by_dynamicity(groups) if any(future_events(ep) is not None for ep in episodes) else {}
     return {"run_dirs": [str(d) for d in run_dirs], "configs": configs, "ablations": ablations,
-            "recovery": recovery, "by_length": by_length(episodes, groups), "by_dynamicity": dyn,
+            "recovery": recovery, "by_category": by_category(groups),
+            "by_length": by_length(episodes, groups), "by_dynamicity": dyn,
             "pareto": pareto(groups, seed)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.breakdown import column_order
 from ..analysis.grouping import group_order
 
 
@@ -41,10 +42,12 @@ def tables(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
                       _f(r["mean_intervention_delay_steps"]), _f(r["mean_recovery_delay_steps"]),
                       _f(r["mean_recovery_tokens"]), _f(r["mean_recovery_cost"], money=True)]
                      for r in report["recovery"]]))
-    for key, title in (("by_length", "Success by task length (fewest env actions among successes)"),
+    for key, title in (("by_category", "Success by benchmark category, configurations side by side (Tables 1/2)"),
+                       ("by_length", "Success by task length (fewest env actions among successes)"),
                        ("by_dynamicity", "Success by number of future events")):
-        table = report[key]
-        groups = group_order({g for cells in table.values() for g in cells})
+        table = report.get(key) or {}
+        groups = (column_order(table) if key == "by_category"
+                  else group_order({g for cells in table.values() for g in cells}))
         if groups:
             out.append((title, ["config"] + groups,
                         [[label] + [f"{_f(cells[g]['success'], pct=True)} (n={cells[g]['n']})" if g in cells else "–"

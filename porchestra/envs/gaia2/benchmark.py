@@ -52,6 +52,22 @@ def _first_user_message(trace: dict[str, Any]) -> str:
     return ""
 
 
+def dynamicity(trace: dict[str, Any]) -> dict[str, int]:
+    """A scenario's future exogenous events (paper Obs. 7, Fig. 4c): the scheduled non-oracle events
+    the agent does not cause — environment events (ENV) and user messages after the first (USER).
+    Oracle events are the expected agent actions and do not count."""
+    env = user = 0
+    for ev in trace.get("events", []):
+        if ev.get("class_name") == "OracleEvent" or ev.get("event_type") == "AGENT":
+            continue
+        if ev.get("event_type") == "ENV":
+            env += 1
+        elif ev.get("event_type") == "USER":
+            user += 1
+    user_later = max(user - 1, 0)
+    return {"env_events": env, "user_messages": user_later, "future_events": env + user_later}
+
+
 def task_from_trace(text: str, origin: str, fallback_category: str | None = None) -> Task:
     """A Task from one GAIA2 scenario (ExportedTrace JSON text)."""
     try:
@@ -65,7 +81,7 @@ def task_from_trace(text: str, origin: str, fallback_category: str | None = None
     tags = definition.get("tags") or []
     return Task(id=str(sid), instruction=_first_user_message(trace),
                 category=_category(tags, fallback_category),
-                metadata={"origin": origin, "tags": tags},
+                metadata={"origin": origin, "tags": tags, **dynamicity(trace)},
                 payload={"source": {"scenario": text}})
 
 
