@@ -15,6 +15,7 @@ from ..cli_support import EXIT_INTERRUPTED, eval_exit_code, mode_help, setup_log
 from ..envs.benchmark import BenchmarkError, load_benchmark
 from ..policies import make_policy
 from .display import EvalDisplay
+from .lock import EvalDirBusy
 from .runner import EvalPlan, EvalRunner, select_tasks
 from .summary import write_summary
 
@@ -137,6 +138,9 @@ def eval_cmd(
             if len(todo) < len(tasks) * trials:
                 display.note(f"resuming: {len(tasks) * trials - len(todo)} finished run(s) skipped")
             rows = runner.run(tasks)
+    except EvalDirBusy as e:  # another eval writes this --out: nothing was run or written
+        fail(str(e))
+        return
     except KeyboardInterrupt:
         console.print(f"interrupted: finished runs are kept in {out / 'results.jsonl'}; run the same command "
                       "again to resume", markup=False)

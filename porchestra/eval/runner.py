@@ -26,6 +26,7 @@ from ..envs.base import Task
 from ..envs.benchmark import Benchmark
 from ..log.events import read_events
 from ..secrets import redactor_for
+from .lock import EvalLock, task_dir_name
 from .results import ResultStore, config_hash
 
 INFRA_PREFIXES = ("model_error", "internal_error", "checker error", "infra")
@@ -108,6 +109,8 @@ class EvalRunner:
                  on_start: Callable[[Task, int], None] | None = None):
         self.bench, self.plan, self.out = bench, plan, out
         self.on_start = on_start  # told when a (task, trial) begins (the CLI shows what is in flight)
+        # one writer per eval directory: taken before results.jsonl is read (and repaired); held until run() ends
+        self.lock = EvalLock(out).acquire()
         self.store = ResultStore(out / "results.jsonl")
         self.chash = plan.hash()
         self.on_row = on_row
@@ -119,7 +122,7 @@ class EvalRunner:
         return [(t, k) for t in tasks for k in range(self.plan.trials) if (t.id, k, self.chash) not in done]
 
     def task_dir(self, task: Task, trial: int) -> Path:
-        return self.out / "tasks" / f"{safe_name(task.id)}__t{trial}__{self.chash}"
+        return self.out / "tasks" / task_dir_name(task.id, trial, self.chash)  # unique for any ids
 
     def _record(self, task: Task, trial: int, row: dict[str, Any]) -> dict[str, Any]:
         row = {"task_id": task.id, "trial": trial, "config_hash": self.chash, "category": task.category,
@@ -138,6 +141,15 @@ class EvalRunner:
         return run_one(self.bench, self.plan, task, trial, self.task_dir(task, trial), cache)
 
     def run(self, tasks: list[Task]) -> list[dict[str, Any]]:
+        if self.lock._fd is None:  # a second run() of this runner
+            self.lock.acquire()
+            self.store = ResultStore(self.out / "results.jsonl")
+        try:
+            return self._run(tasks)
+        finally:
+            self.lock.release()
+
+    def _run(self, tasks: list[Task]) -> list[dict[str, Any]]:
         todo = self.pending(tasks)
         if self.plan.backend == "ray":
             from .ray_backend import run_with_ray

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..eval.lock import task_dir_name
 from ..log.events import read_events
 from .result import PropertyResult
 from .world import call, complete, delegate, report
@@ -57,7 +58,7 @@ def _simulate_torn_writes(out: Path, tasks: int) -> int:
     chash = dirs[0].name.rsplit("__", 1)[1]
     with (out / "results.jsonl").open("ab") as fh:
         fh.write(b'{"task_id": "' + todo[0].encode() + b'", "trial": 0, "config_ha')
-    log = out / "tasks" / f"{todo[-1]}__t0__{chash}" / "events.jsonl"
+    log = out / "tasks" / task_dir_name(todo[-1], 0, chash) / "events.jsonl"
     log.parent.mkdir(exist_ok=True)
     log.write_text(json.dumps({"v": 1, "run_id": "killed", "event": "task_start", "step": 0}) + "\n"
                    + '{"v": 1, "run_id": "killed", "event": "llm_c')
