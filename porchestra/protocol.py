@@ -1,6 +1,6 @@
 """Typed objects of the proactive protocol: harness, worker reports, orchestrator decisions.
 
-The JSON shapes follow paper Appendix F (see shared/DESIGN.md §2.1). Parsing text into these objects
+The JSON shapes follow paper Appendix F (docs/contracts.md §1). Parsing text into these objects
 lives in :mod:`porchestra.parsing`; applying a revision to a harness lives in :mod:`porchestra.harness`.
 """
 

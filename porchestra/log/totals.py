@@ -1,4 +1,4 @@
-"""Per-task totals derived from the events (DESIGN §2.3 `task_end.totals`).
+"""Per-task totals derived from the events (docs/events.md, `task_end.totals`).
 
 Cost is split into routine orchestration, proactive communication and worker execution (paper
 Table 3); judge, user-simulator and attribution calls are reported beside them, never inside. A

@@ -3,7 +3,7 @@
     items = build_corpus("orchestrator")   # >= 200 CorpusItem, same list on every call
 
 Every item must be rejected by the runtime with a corrective observation. `expect` says how, per the
-event-log contract (shared/DESIGN.md §2.3): "format_error" (the reply cannot become an action), or, for
+event-log contract (docs/events.md): "format_error" (the reply cannot become an action), or, for
 a worker naming a tool that does not exist or passing wrong argument types, "refused_tool" (a
 `tool_call` event with ok=false and the reason, which the contract prescribes for refused calls).
 The first valid scripted step of an episode (see :mod:`porchestra.reliability.malformed`) delegates a

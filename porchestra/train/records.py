@@ -1,4 +1,4 @@
-"""Decision records: one per orchestrator decision, derived from event logs (DESIGN §2.3).
+"""Decision records: one per orchestrator decision, derived from event logs (docs/events.md).
 
 A record holds the exact rendered context the orchestrator saw (`messages`), its raw reply
 (`decision`), the decision type, the trajectory's outcome and a link to the worker trace that
