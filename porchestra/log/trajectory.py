@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .events import read_events
+from .schema import (DelegateEvent, Event, LLMCallEvent, ReportEvent, ReviseEvent, TaskEnd, TaskStart,
+                     TerminateEvent, parse_event)
 
 
 @dataclass
@@ -22,18 +24,18 @@ class DecisionRecord:
     response: str
     hint_slot: dict[str, int] | None
     handoff: dict[str, Any] | None
-    effect: dict[str, Any] | None = None  # the delegate / revise / terminate / complete event it caused
+    effect: Event | None = None  # the delegate / revise / terminate / complete event it caused
     target: str | None = None  # the worker it created, revised or ended
-    llm_call: dict[str, Any] = field(default_factory=dict)
+    llm_call: LLMCallEvent | None = None
 
 
 @dataclass
 class AgentTrajectory:
     agent_id: str
     harness: dict[str, Any] | None = None
-    steps: list[dict[str, Any]] = field(default_factory=list)  # tool_call / report / revise / format_error …
-    llm_calls: list[dict[str, Any]] = field(default_factory=list)
-    end: dict[str, Any] | None = None  # terminate event, or the final report
+    steps: list[Event] = field(default_factory=list)  # tool_call / report / revise / format_error …
+    llm_calls: list[LLMCallEvent] = field(default_factory=list)
+    end: Event | None = None  # terminate event, or the final report
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -41,29 +43,30 @@ class AgentTrajectory:
         if not self.llm_calls:
             return []
         last = self.llm_calls[-1]
-        return list(last["messages"]) + [{"role": "assistant", "content": last.get("response") or ""}]
+        return list(last.messages) + [{"role": "assistant", "content": last.response or ""}]
 
 
 @dataclass
 class Run:
     path: Path
-    events: list[dict[str, Any]]
+    events: list[Event]
     task: dict[str, Any]
     config: dict[str, Any]
     decisions: list[DecisionRecord]
     agents: dict[str, AgentTrajectory]
-    end: dict[str, Any] | None
+    end: TaskEnd | None
 
     @property
     def success(self) -> bool | None:
-        return None if self.end is None else self.end.get("success")
+        return None if self.end is None else self.end.success
 
 
 EFFECTS = ("delegate", "revise", "terminate", "complete")
 
 
-def build_run(events: list[dict[str, Any]], path: Path | str = "") -> Run:
-    start = next((e for e in events if e["event"] == "task_start"), {})
+def build_run(events: list[Event | dict[str, Any]], path: Path | str = "") -> Run:
+    events = [e if isinstance(e, Event) else parse_event(e) for e in events]
+    start = next((e for e in events if isinstance(e, TaskStart)), None)
     decisions: list[DecisionRecord] = []
     agents: dict[str, AgentTrajectory] = {}
     pending: DecisionRecord | None = None
@@ -72,26 +75,27 @@ def build_run(events: list[dict[str, Any]], path: Path | str = "") -> Run:
         return agents.setdefault(aid, AgentTrajectory(aid))
 
     for e in events:
-        kind, aid = e["event"], e["agent_id"]
-        if kind == "llm_call" and e.get("role") == "orchestrator":
-            pending = DecisionRecord(e["step"], e.get("decision"), e["messages"], e.get("response") or "",
-                                     e.get("hint_slot"), e.get("handoff"), llm_call=e)
+        kind, aid = e.event, e.agent_id
+        if isinstance(e, LLMCallEvent) and e.role == "orchestrator":
+            pending = DecisionRecord(e.step, e.decision, e.messages, e.response or "", e.hint_slot, e.handoff,
+                                     llm_call=e)
             decisions.append(pending)
-        elif kind in EFFECTS and e.get("parent_agent_id") in ("orchestrator", None) and pending is not None \
-                and pending.effect is None and (kind != "terminate" or e.get("by") == "orchestrator"):
+        elif kind in EFFECTS and e.parent_agent_id in ("orchestrator", None) and pending is not None \
+                and pending.effect is None and not (isinstance(e, TerminateEvent) and e.by != "orchestrator"):
             pending.effect, pending.target = e, (None if kind == "complete" else aid)
-        if kind == "llm_call" and aid != "orchestrator" and e.get("role") == "worker":
+        if isinstance(e, LLMCallEvent) and aid != "orchestrator" and e.role == "worker":
             agent(aid).llm_calls.append(e)
-        elif kind == "delegate":
-            agent(aid).harness = e["harness"]
+        elif isinstance(e, DelegateEvent):
+            agent(aid).harness = e.harness
         elif kind in ("tool_call", "report", "revise", "format_error", "notification", "fault") and aid != "orchestrator":
             agent(aid).steps.append(e)
-            if kind == "revise":
-                agent(aid).harness = e["harness"]
-        if kind == "terminate" or (kind == "report" and e.get("type") in ("finish", "stop")):
+            if isinstance(e, ReviseEvent):
+                agent(aid).harness = e.harness
+        if isinstance(e, TerminateEvent) or (isinstance(e, ReportEvent) and e.type in ("finish", "stop")):
             agent(aid).end = e
-    end = next((e for e in reversed(events) if e["event"] == "task_end"), None)
-    return Run(Path(path), events, start.get("task", {}), start.get("config", {}), decisions, agents, end)
+    end = next((e for e in reversed(events) if isinstance(e, TaskEnd)), None)
+    return Run(Path(path), events, start.task if start else {}, start.config if start else {}, decisions, agents,
+               end)
 
 
 def load_run(path: str | Path) -> Run:
