@@ -68,13 +68,15 @@ def _main(env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load
 def build_config(config: Optional[Path], **overrides: Any) -> RunConfig:
     """Config file < CLI flags. Per-role base URLs become model_options entries."""
     cfg = load_config(config, {k: v for k, v in overrides.items() if not k.startswith("_")})
-    base_urls = {role: url for role, url in overrides.get("_base_urls", {}).items() if url}
-    if base_urls:
-        data = cfg.model_dump()
-        for role, url in base_urls.items():
-            data["model_options"].setdefault(role, {})["base_url"] = url
-        cfg = RunConfig.model_validate(data)
-    return cfg
+    from .config import ROLES, with_model_options
+
+    # sampling / format flags reach every role (over the config file's per-role values), base URLs theirs
+    flags = {k: v for k, v in overrides.get("_model_flags", {}).items() if v is not None}
+    if flags:
+        roles = {"default", *(r for r in cfg.model_options if r in ROLES)}
+        cfg = with_model_options(cfg, {r: flags for r in sorted(roles)}, "model flags")
+    base_urls = {role: {"base_url": url} for role, url in overrides.get("_base_urls", {}).items() if url}
+    return with_model_options(cfg, base_urls, "--base-url") if base_urls else cfg
 
 
 def default_out(prefix: str) -> Path:
@@ -83,7 +85,7 @@ def default_out(prefix: str) -> Path:
 
 def _common_overrides(mode, orchestrator_model, worker_model, global_steps, worker_steps, max_workers,
                       max_cost, ablate, base_url, orchestrator_base_url, worker_base_url, faults=None,
-                      max_parallel=None) -> dict[str, Any]:
+                      max_parallel=None, model_flags: dict[str, Any] | None = None) -> dict[str, Any]:
     if faults is not None:
         from .faults import parse_fault_spec
 
@@ -97,7 +99,9 @@ def _common_overrides(mode, orchestrator_model, worker_model, global_steps, work
         "budgets.global_steps": global_steps, "budgets.worker_steps": worker_steps,
         "budgets.max_workers": max_workers, "budgets.max_cost_usd": max_cost,
         "ablate": list(ablate) or None,
-        "_base_urls": {"orchestrator": orchestrator_base_url or base_url, "worker": worker_base_url or base_url},
+        "_base_urls": {"orchestrator": orchestrator_base_url or base_url, "worker": worker_base_url or base_url,
+                       "attributor": base_url, "judge": base_url, "user": base_url},
+        "_model_flags": model_flags or {},
     }
 
 
@@ -123,6 +127,10 @@ def run(
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL for all roles."),
     orchestrator_base_url: Optional[str] = typer.Option(None, help="Base URL for the orchestrator only."),
     worker_base_url: Optional[str] = typer.Option(None, help="Base URL for the workers only."),
+    temperature: Optional[float] = typer.Option(None, help="Sampling temperature, all roles (default 0)."),
+    max_tokens: Optional[int] = typer.Option(None, help="Reply length limit, all roles (default 1024 remote, 512 local)."),
+    response_format: Optional[str] = typer.Option(None, help="Structured output for remote models: json_schema "
+                                                  "(default), json_object or none (docs/models.md)."),
     answer: Optional[str] = typer.Option(None, help="general env: expected answer, to score the run."),
     allow_unisolated: bool = typer.Option(False, help="Run model-written code even without a sandbox."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not stream the trace (only the final lines)."),
@@ -143,7 +151,8 @@ def run(
         setup_logging(log_level)
         cfg = build_config(config, env=env, **_common_overrides(
             mode, orchestrator_model, worker_model, global_steps, worker_steps, max_workers, max_cost, ablate,
-            base_url, orchestrator_base_url, worker_base_url, faults, max_parallel))
+            base_url, orchestrator_base_url, worker_base_url, faults, max_parallel,
+            model_flags={"temperature": temperature, "max_tokens": max_tokens, "response_format": response_format}))
         policy = make_policy(cfg.mode)
         the_task, environment = _resolve_task(task, cfg, workspace, answer, allow_unisolated)
         models = build_models(cfg)
@@ -182,7 +191,7 @@ def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: 
     from .envs.base import Task
 
     if cfg.env == "general":
-        from .envs.general import GeneralEnv
+        from .envs.general import general_env_from_options
 
         if task.startswith("@"):
             the_task = _load_task_file(Path(task[1:]))
@@ -192,7 +201,7 @@ def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: 
             the_task = Task(id="task", instruction=task)
         if answer is not None:
             the_task.metadata["answer"] = answer
-        env = GeneralEnv(workspace=workspace, allow_unisolated=allow_unisolated, **cfg.env_options)
+        env = general_env_from_options(cfg.env_options, workspace=workspace, allow_unisolated=allow_unisolated)
         return the_task, env
     bench = load_benchmark(cfg.env)
     options = {**cfg.env_options, "ids": [task], "judge_model": cfg.judge_model, "user_model": cfg.user_model}
@@ -206,11 +215,11 @@ def _load_task_file(path: Path):
     from pydantic import ValidationError
 
     from .config import format_validation, read_yaml
-    from .envs.base import Task
+    from .envs.general import strict_task
 
     data = read_yaml(path, "TASK: task file", fmt="JSON/YAML")
     try:
-        return Task.model_validate(data)
+        return strict_task(data, f"TASK: task file {path}")  # unknown keys are refused, not dropped
     except ValidationError as e:
         raise ValueError(f"TASK: invalid task file {path}: {format_validation(e, root='task')}") from None
 

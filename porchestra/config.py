@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .safe_yaml import YamlTooLarge, safe_load
 from .models.registry import DEFAULT_MODEL, ModelOptions, parse_spec
 
 ROLES = ("orchestrator", "worker", "attributor", "judge", "user")
@@ -103,15 +104,38 @@ class RunConfig(BaseModel):
         return {"default": self.worker_model, **self.worker_models}
 
 
+def with_model_options(cfg: RunConfig, per_role: dict[str, dict[str, Any]], source: str = "flags") -> RunConfig:
+    """`cfg` with these model options set over the config file's (CLI flags win). `per_role` keys are
+    roles or "default"; options a role leaves unset stay unset, so `default` still reaches them."""
+    merged = dict(cfg.model_options)
+    for role, values in per_role.items():
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            continue
+        if role not in ROLES and role != "default":
+            raise ConfigError(f"{source}: unknown role {role!r}; roles are {list(ROLES)}")
+        own = merged.get(role)
+        try:
+            merged[role] = ModelOptions.model_validate(
+                {**(own.model_dump(exclude_unset=True) if own else {}), **values})
+        except ValidationError as e:
+            raise ConfigError(f"invalid {source}: {format_validation(e, root=f'model_options.{role}')}") from None
+    return cfg.model_copy(update={"model_options": merged})
+
+
 def read_yaml(path: str | Path, what: str, fmt: str = "YAML") -> Any:
     """A YAML (or JSON) file's data; ConfigError naming `what` when it is missing or malformed."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{what} not found: {p}")
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return safe_load(p.read_text(encoding="utf-8"))  # aliases bounded: no "billion laughs"
+    except YamlTooLarge as e:
+        raise ConfigError(f"{what} {p} {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{what} {p} is not valid {fmt}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what} {p} is not UTF-8 text: {e}") from None
 
 
 def format_validation(e: ValidationError, root: str = "config") -> str:

@@ -7,12 +7,15 @@ A task may bring files (`payload["files"]`: {relative path: text}) and an expect
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from ..protocol import EndTask, ToolCall
 from ..tools.base import Tool, ToolResult, tool_from_function
@@ -37,7 +40,7 @@ class GeneralEnv(Environment):
         self._given_workspace = Path(workspace) if workspace is not None else None
         self._isolation = isolation
         self._allow_unisolated = allow_unisolated
-        self._limits = Limits.model_validate(limits) if isinstance(limits, dict) else limits
+        self._limits = _limits(limits)
         self._answer = answer
         self._env_allow = list(env_allow or [])  # host variables the sandboxed code may see (names, NAME_*)
         self._temp: Path | None = None
@@ -146,7 +149,7 @@ class GeneralBenchmark(Benchmark):
         text = p.read_text(encoding="utf-8")
         try:
             rows = json.loads(text) if p.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x.strip()]
-            tasks = [Task.model_validate(r) for r in rows]
+            tasks = [strict_task(r, f"{p}: task {i + 1}") for i, r in enumerate(rows)]
         except ValueError as e:
             raise BenchmarkError(f"cannot read tasks from {p}: {e}") from None
         limit = options.get("limit")
@@ -154,5 +157,57 @@ class GeneralBenchmark(Benchmark):
 
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
         opts = {**options, **(options.get("env_options") or {})}
+        unknown = sorted(set(opts) - EVAL_OPTIONS - set(env_option_names()))
+        if unknown:  # a misspelled option must not be silently ignored
+            raise BenchmarkError(f"env_options: unknown key(s) {unknown} for the general benchmark; known: "
+                                 f"{sorted(env_option_names())}")
         return GeneralEnv(isolation=opts.get("isolation", "auto"), allow_unisolated=bool(opts.get("allow_unisolated")),
-                          limits=opts.get("limits"))
+                          limits=opts.get("limits"), env_allow=opts.get("env_allow"))
+
+
+# options `porchestra eval` itself puts next to env_options (see eval/cli.py)
+EVAL_OPTIONS = {"subset", "split", "ids", "limit", "scenarios", "domain", "category", "instances", "snapshot", "hf",
+                "policy", "judge_model", "user_model", "tasks", "path", "env_options", "shard"}
+
+
+def env_option_names() -> list[str]:
+    """The `env_options` keys the general environment takes (its constructor's parameters)."""
+    return [n for n in inspect.signature(GeneralEnv.__init__).parameters if n != "self"]
+
+
+def general_env_from_options(options: dict[str, Any], *, workspace: Path | None = None,
+                             allow_unisolated: bool = False) -> GeneralEnv:
+    """GeneralEnv from config `env_options` plus CLI flags (a flag that is set wins); an unknown key is
+    a BenchmarkError naming it, not a TypeError traceback."""
+    known = env_option_names()
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise BenchmarkError(f"env_options: unknown key(s) {unknown} for the general environment; known: {known}")
+    opts = dict(options)
+    if workspace is not None:
+        opts["workspace"] = workspace
+    if allow_unisolated:
+        opts["allow_unisolated"] = True
+    return GeneralEnv(**opts)
+
+
+def strict_task(data: Any, where: str) -> Task:
+    """A Task from a task file's object; keys Task does not know are an error naming them (a typo such
+    as `instructions` or `metdata` would otherwise be dropped silently)."""
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(Task.model_fields))
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {unknown}; a task has {list(Task.model_fields)}")
+    return Task.model_validate(data)
+
+
+def _limits(limits: Limits | dict | None) -> Limits | None:
+    if not isinstance(limits, dict):
+        return limits
+    try:
+        return Limits.model_validate(limits)
+    except ValidationError as e:  # a misspelled key (memory_mbs) is named, not ignored
+        from ..config import format_validation
+
+        raise BenchmarkError(f"env_options.limits: {format_validation(e, root='limits')} "
+                             f"(sandbox limits are {list(Limits.model_fields)})") from None
