@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import torch
 import torch.nn.functional as F
@@ -84,24 +84,29 @@ def divergence_terms(ls: torch.Tensor, lt: torch.Tensor, kind: Divergence, beta:
 
 def token_divergence(student: Selected, teacher_hidden: torch.Tensor, student_head: torch.nn.Module,
                      teacher_head: torch.nn.Module, kind: Divergence = "reverse_kl", chunk: int = 512,
-                     beta: float = 0.5) -> torch.Tensor:
+                     beta: float = 0.5, with_logprobs: bool = False) -> Any:
     """Full-vocabulary divergence at every selected token, (N,). Gradients reach the student's
-    hidden states/head only: the teacher side is computed under no_grad."""
+    hidden states/head only: the teacher side is computed under no_grad. With `with_logprobs`,
+    returns (divergence, the student's detached log-probability of each target token)."""
     if teacher_hidden.shape != student.hidden.shape:
         raise ValueError(f"student and teacher select different tokens: {tuple(student.hidden.shape)} "
                          f"vs {tuple(teacher_hidden.shape)}")
     proj_s, proj_t = _head_fn(student_head), _head_fn(teacher_head)
     teacher_hidden = teacher_hidden.detach()
 
-    def piece(hs: torch.Tensor, ht: torch.Tensor) -> torch.Tensor:
+    def piece(hs: torch.Tensor, ht: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         ls = F.log_softmax(proj_s(hs), dim=-1)
         with torch.no_grad():
             lt = F.log_softmax(proj_t(ht), dim=-1)
-        return divergence_terms(ls, lt, kind, beta)
+        return divergence_terms(ls, lt, kind, beta), ls.detach().gather(-1, tgt[:, None])[:, 0]
 
-    out = [checkpoint(piece, student.hidden[a:b], teacher_hidden[a:b], use_reentrant=False)
+    out = [checkpoint(piece, student.hidden[a:b], teacher_hidden[a:b], student.targets[a:b], use_reentrant=False)
            for a, b in _chunks(student.targets.numel(), chunk)]
-    return torch.cat(out) if out else student.hidden.new_zeros(0, dtype=torch.float32)
+    empty = student.hidden.new_zeros(0, dtype=torch.float32)
+    div = torch.cat([d for d, _ in out]) if out else empty
+    if not with_logprobs:
+        return div
+    return div, (torch.cat([lp for _, lp in out]) if out else empty)
 
 
 def per_sequence_mean(values: torch.Tensor, seq: torch.Tensor, n_seqs: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,11 +116,18 @@ def per_sequence_mean(values: torch.Tensor, seq: torch.Tensor, n_seqs: int) -> t
     return sums / counts.clamp(min=1), counts
 
 
-def weighted_decision_mean(per_seq: torch.Tensor, weights: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+def weighted_decision_mean(per_seq: torch.Tensor, weights: torch.Tensor, counts: torch.Tensor,
+                           reduce_sum: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                           world: int = 1) -> torch.Tensor:
     """Σ w_i·x_i / Σ w_i over decisions with w_i > 0 and at least one token; 0 when there are none
-    (kept in the graph so a term that is absent from a minibatch contributes exactly zero)."""
+    (kept in the graph so a term that is absent from a minibatch contributes exactly zero).
+
+    Data parallel: `reduce_sum` sums Σ w_i over the ranks and the result is scaled by `world`, so that
+    the engines' gradient average over ranks equals the gradient of the global-batch mean."""
     w = weights.to(per_seq.dtype) * (counts > 0).to(per_seq.dtype)
-    total = w.sum()
+    total = w.sum() if reduce_sum is None else reduce_sum(w.sum().detach())
     if total.item() <= 0:
         return (per_seq * 0.0).sum()
-    return (w * per_seq).sum() / total
+    if reduce_sum is None:
+        return (w * per_seq).sum() / total
+    return (w * per_seq).sum() * (world / total)

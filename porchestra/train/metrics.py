@@ -57,3 +57,29 @@ class MetricsLog:
             self._progress.stop()
         if self._fh is not None:
             self._fh.close()
+
+
+_SUMMED = ("n_", "tokens_", "judge_unparsed")
+_MAXED = ("peak_memory_mb", "sampler_logprob_gap")
+
+
+def gather_row(accel: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """One metrics row for all ranks: counts summed, peak memory and sampler gap maxed, the rest
+    (losses, already global-batch means on every rank after dist.py's scaling) averaged."""
+    if accel.num_processes == 1:
+        return row
+    from accelerate.utils import gather_object
+
+    rows = gather_object([row])
+    out: dict[str, Any] = {}
+    for k in dict.fromkeys(k for r in rows for k in r):
+        vals = [r[k] for r in rows if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)]
+        if not vals:
+            out[k] = next(r[k] for r in rows if k in r)
+        elif k.startswith(_SUMMED):
+            out[k] = sum(vals)
+        elif k in _MAXED:
+            out[k] = max(vals)
+        else:
+            out[k] = sum(vals) / len(vals)
+    return out

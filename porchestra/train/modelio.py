@@ -109,6 +109,8 @@ class Teacher:
 
     student: Any
     copy_model: Any | None = None
+    copy_net: Any | None = None  # the copy as an engine wrapped it (FSDP, ZeRO-3); None: LossForward(copy)
+    copy_head: Any | None = None  # replica of the copy's LM head, read outside the copy's (sharded) forward
 
     @classmethod
     def frozen_from(cls, model: Any) -> "Teacher":
@@ -139,6 +141,20 @@ class Teacher:
             h = hidden_states(net, batch)
             _, head = body_and_head(net)
         return h, head
+
+    def net(self) -> Any:
+        """The frozen copy as the module the objectives call (dist.LossForward)."""
+        if self.copy_net is None:
+            from .dist import LossForward
+
+            self.copy_net = LossForward(self.copy_model)
+        return self.copy_net
+
+    def head(self) -> Any:
+        """The teacher's LM head, or None when it is the student's (LoRA leaves the head alone)."""
+        if self.copy_model is None:
+            return None
+        return self.copy_head if self.copy_head is not None else body_and_head(self.copy_model)[1]
 
     def to(self, device: Any) -> "Teacher":
         if self.copy_model is not None:
