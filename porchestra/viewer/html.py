@@ -1,20 +1,22 @@
 """Render episodes into one self-contained HTML file (inline CSS and JS, no server, no CDN).
 
-The page is fully readable without JavaScript; the script adds the jump-through timeline (click or
-j/k keys), the agent filter, and marks `<body data-ready="1">` once built.
+One page per run directory or eval directory. For an eval directory it opens with the sample list
+(task id, success, score, cost, steps; filterable and sortable, each row linking to its episode).
+Each episode has a lane timeline (one row per step number, in order; one lane per agent) and the
+event stream, where every LLM call carries its exact prompt messages (collapsed), its raw reply
+(malformed ones included), latency, tokens and cost. The page is readable without JavaScript; the
+script adds sorting and filtering, the agent filter, j/k stepping, and marks `<body data-ready="1">`.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
 from ..log.events import read_events
 from ..log.trajectory import find_event_logs
-from .model import episode_view
+from .model import episode_view, natural_key
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -24,18 +26,10 @@ def _env() -> jinja2.Environment:
                               trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 
 
-def _timeline_json(episodes: list[dict[str, Any]]) -> str:
-    data = [{"id": f"ep{k}", "entries": [{"id": f"ep{k}-e{x['i']}", "step": x["step"], "agent": x["agent"],
-                                          "kind": x["kind"], "title": x["title"][:120]} for x in ep["entries"]]}
-            for k, ep in enumerate(episodes)]
-    # inside <script>: a closing tag in the data must not end the element
-    return json.dumps(data, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
-
-
 def render_view(paths: list[Path], title: str) -> str:
     episodes = [episode_view(read_events(p), p.parent.name) for p in paths]
-    return _env().get_template("view.html.j2").render(title=title, episodes=episodes,
-                                                        timeline_json=_timeline_json(episodes))
+    episodes.sort(key=lambda ep: (natural_key(ep["sample"]["task_id"]), natural_key(ep["name"])))
+    return _env().get_template("view.html.j2").render(title=title, episodes=episodes)
 
 
 def write_view(run_dir: str | Path, html: str | Path | None = None) -> Path:

@@ -4,11 +4,13 @@ The template renders these; nothing here knows about HTML."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..parsing import FormatError, extract_action_object
 
 PREVIEW = 3000  # characters of long texts shown inline (the rest stays in the log)
+PROMPT = 20000  # characters of one prompt message or raw reply (prompts repeat the history at every call)
 
 
 def _cut(text: Any, n: int = PREVIEW) -> str:
@@ -32,6 +34,47 @@ def _preamble(text: str | None) -> str:
     return _cut(head, 800) if head and head != text else ""
 
 
+def _pretty(text: Any) -> str:
+    """A tool output that is a JSON object or list, indented; anything else as it is."""
+    if isinstance(text, str) and text.lstrip()[:1] in ("{", "["):
+        try:
+            return _cut(json.dumps(json.loads(text), ensure_ascii=False, indent=2))
+        except ValueError:
+            pass
+    return _cut(text)
+
+
+def _content(c: Any) -> str:
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):  # content parts
+        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in c)
+    return json.dumps(c, ensure_ascii=False)
+
+
+def _llm_entry(base: dict[str, Any], e: dict[str, Any], agent: str) -> dict[str, Any]:
+    """One model call: the decision it produced, and the exact prompt, raw reply, latency, tokens, cost."""
+    d = _decision(e.get("response"))
+    usage = e.get("usage") or {}
+    cost = e.get("cost_usd")
+    call = {"model": e.get("model"), "latency_ms": e.get("latency_ms"), "input": usage.get("input", 0),
+            "output": usage.get("output", 0), "cached": usage.get("cached_input"),
+            "cost": "unknown" if cost is None else f"${cost:.6f}", "response": _cut(e.get("response") or "", PROMPT),
+            "messages": [{"role": m.get("role", "?"), "content": _cut(_content(m.get("content")), PROMPT)}
+                         for m in e.get("messages") or []],
+            "malformed": d["action"] is None and not e.get("error"), "retries": len(e.get("retries") or [])}
+    latency = f"{e.get('latency_ms')} ms · " if e.get("latency_ms") is not None else ""
+    meta = f"{latency}{call['input']} in / {call['output']} out · {call['cost']}"
+    what = d["action"] or ("model call failed" if e.get("error") else "malformed reply")
+    if e.get("role") == "orchestrator":
+        return {**base, "kind": "decision", "title": f"orchestrator: {what}", "reasoning": d["reasoning"],
+                "params": _cut(d["params"]) if d["params"] else None, "call": call,
+                "meta": f"{e.get('component', '')} · {meta}", "error": e.get("error")}
+    return {**base, "kind": "thought", "title": f"{agent}: {what}", "call": call,
+            "reasoning": d.get("memory") or _preamble(e.get("response")), "meta": f"{e.get('role')} · {meta}",
+            "error": e.get("error"), "params": None}
+
+
 def _harness_diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[str, str]]:
     before = before or {}
     return [{"field": k, "before": _cut(before.get(k, "")), "after": _cut(after.get(k))}
@@ -48,17 +91,7 @@ def entry(i: int, e: dict[str, Any]) -> dict[str, Any] | None:
                            "worker": cfg.get("worker_model"), "ablate": ", ".join(cfg.get("ablate") or []) or None,
                            "faults": json.dumps(cfg.get("faults")) if cfg.get("faults") else None}}
     if kind == "llm_call":
-        d = _decision(e.get("response"))
-        usage = e.get("usage") or {}
-        cost = e.get("cost_usd")
-        meta = f"{usage.get('input', 0)} in / {usage.get('output', 0)} out" + (f", ${cost:.5f}" if cost else "")
-        if e.get("role") == "orchestrator":
-            return {**base, "kind": "decision", "title": f"orchestrator: {d['action'] or 'unparsed reply'}",
-                    "reasoning": d["reasoning"], "params": _cut(d["params"]) if d["params"] else _cut(e.get("response")),
-                    "meta": f"{e.get('component', '')} · {meta}", "error": e.get("error")}
-        return {**base, "kind": "thought", "title": f"{agent}: {d['action'] or 'unparsed reply'}",
-                "reasoning": d.get("memory") or _preamble(e.get("response")), "meta": f"{e.get('role')} · {meta}", "error": e.get("error"),
-                "params": None}
+        return _llm_entry(base, e, agent)
     if kind == "delegate":
         h = e.get("harness") or {}
         return {**base, "title": f"delegate → {agent}", "reasoning": e.get("reasoning", ""),
@@ -68,7 +101,8 @@ def entry(i: int, e: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "tool_call":
         out = e.get("output") or {}
         return {**base, "title": f"{agent} · {e.get('tool')}", "ok": bool(e.get("ok")),
-                "args": _cut(e.get("args") or {}), "text": _cut(out.get("text", "") if e.get("ok") else e.get("error"))}
+                "args": _cut(e.get("args") or {}),
+                "text": _pretty(out.get("text", "")) if e.get("ok") else _cut(e.get("error"))}
     if kind == "report":
         scope, res = e.get("task_scope") or {}, e.get("resource") or {}
         ev = e.get("evidence") or {}
@@ -113,12 +147,48 @@ def agent_costs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+def natural_key(text: str) -> list[Any]:
+    """worker-2 before worker-10, t2 before t10."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
+
+
+def _chip(x: dict[str, Any]) -> str:
+    """The short label of an entry in its lane (the lane already names the agent)."""
+    title, agent = x["title"], x["agent"]
+    for prefix in (f"{agent}: ", f"{agent} · ", f"{agent} "):
+        if title.startswith(prefix):
+            title = title[len(prefix):]
+    if x["kind"] in ("decision", "thought"):
+        return f"llm → {title}"
+    if x["kind"] == "tool_call":
+        return f"tool {title}" + ("" if x.get("ok") else " ✗")
+    return title
+
+
+def lanes(entries: list[dict[str, Any]], agents: list[str]) -> list[dict[str, Any]]:
+    """One row per step number, in order; in each row one cell per agent lane with that agent's entries."""
+    rows: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for x in entries:
+        rows.setdefault(x["step"], {}).setdefault(x["agent"], []).append(
+            {"i": x["i"], "kind": x["kind"], "title": x["title"], "label": _chip(x), "bad": x.get("ok") is False or bool(x.get("error"))
+             or x["kind"] in ("format_error", "fault") or bool((x.get("call") or {}).get("malformed"))})
+    return [{"step": step, "cells": [cells.get(a, []) for a in agents]} for step, cells in sorted(rows.items())]
+
+
 def episode_view(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
     entries = [x for x in (entry(i, e) for i, e in enumerate(events)) if x is not None]
+    # concurrent workers log out of step order; the stream reads in step order (stable: log order within a step)
+    entries.sort(key=lambda x: x["step"])
     end = next((e for e in reversed(events) if e["event"] == "task_end"), None)
     final = next((e for e in reversed(events) if e["event"] == "complete"), None)
-    agents = sorted({x["agent"] for x in entries}, key=lambda a: (a != "orchestrator", len(a), a))
-    return {"name": name, "task_id": events[0].get("task_id") if events else name, "entries": entries,
-            "agents": agents, "costs": agent_costs(events), "end": end,
+    agents = sorted({x["agent"] for x in entries}, key=lambda a: (a != "orchestrator", natural_key(a)))
+    totals = (end or {}).get("totals") or {}
+    task_id = events[0].get("task_id") if events else name
+    return {"name": name, "task_id": task_id, "entries": entries,
+            "agents": agents, "lanes": lanes(entries, agents), "costs": agent_costs(events), "end": end,
             "answer": final and (final.get("answer") or final.get("message") or final.get("submission")),
-            "totals": (end or {}).get("totals") or {}}
+            "totals": totals,
+            "sample": {"task_id": str(task_id), "success": None if end is None else end.get("success"),
+                       "score": None if end is None else end.get("score"), "cost": totals.get("cost_usd"),
+                       "steps": totals.get("steps"), "reason": (end or {}).get("reason", "unfinished"),
+                       "finished": end is not None}}
