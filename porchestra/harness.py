@@ -113,6 +113,8 @@ def apply_revision(h: Harness, r: ReviseTask, available_tools: list[str],
             out.ignored.append("task_scope")
         else:
             out.remove = True
+    if r.executor.operation == "replace" and r.executor.model:
+        new.model = r.executor.model  # the replacement's model is part of the new harness (and of its revise event)
     return out
 
 

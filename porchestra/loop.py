@@ -200,8 +200,6 @@ class Runtime:
                         by="orchestrator")
             return
         if d.executor.operation == "replace":
-            if d.executor.model:
-                outcome.harness.model = d.executor.model
             self._close(w, "executor replaced")  # the state handoff travels with the replacement
             self._start_worker(with_state_handoff(outcome.harness, w.id, w.reports[-1] if w.reports else None),
                                fresh_attempt=False, replaces=w.id, parent=w.id, lineage="replace")
