@@ -3,12 +3,12 @@
 Options (``porchestra eval swebench`` flags and env_options):
   instances   JSON/JSONL file of instances, or ``fixtures`` for the bundled micro-repositories
   hf          load from the hub instead (``dataset``, default SWE-bench/SWE-bench_Verified; ``split``)
-  ids         id list (file: JSON list or one per line); the paper's 100: shared/data/swebench-verified-100-ids.json
+  ids         id list (file: JSON list or one per line); ``verified-100``: the paper's 100 (package data)
   limit       first N instances after id selection
   include_hints  show hints_text to the agents (off: standard evaluation)
   executor    local | docker (default: local for instances with repo_path, else docker)
-  command_timeout, eval_timeout, isolation, allow_unisolated, limits (sandbox), venv, local_setup, repo_source,
-  image, docker, grading_dir, run_id
+  command_timeout, eval_timeout, isolation, allow_unisolated, limits (sandbox), venv, venv_cache, python,
+  install_specs, local_setup, repo_source, image, docker, grading_dir, run_id  (docs/swebench.md)
 """
 
 from __future__ import annotations
@@ -24,9 +24,29 @@ from .executor import (CommandResult, DockerExecutor, Executor, ExecutorError, L
 from .instances import load
 
 
+NO_DAEMON = ("executor=docker needs a running Docker daemon (none answers `docker info`): SWE-bench's official "
+             "evaluation (swebench's harness on the prebuilt sweb.eval.* images) is Docker-only. Without Docker use "
+             "executor=local with repo_source (a clone, a bare mirror or a URL of the repository); see docs/swebench.md")
+
+
 class SWEBenchBenchmark(Benchmark):
     name = "swebench"
     description = "SWE-bench Verified: resolve GitHub issues; graded with the swebench package"
+
+    def setup(self, options: dict[str, Any]) -> None:
+        """Refuse a Docker run on a machine without a daemon once, before any task starts: a missing
+        daemon is a configuration error, not an infrastructure error to retry per task."""
+        opts = flat_options(options)
+        if opts.get("executor") == "local":
+            return
+        if opts.get("executor") == "docker" or opts.get("hf"):
+            needs_docker = True
+        elif opts.get("instances"):
+            needs_docker = any(not t.payload["instance"].get("repo_path") for t in load(opts))
+        else:
+            return  # load_tasks names the missing option
+        if needs_docker and not _docker_ok(opts.get("docker", "docker")):
+            raise BenchmarkError(NO_DAEMON)
 
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
         return load(flat_options(options))
@@ -35,9 +55,7 @@ class SWEBenchBenchmark(Benchmark):
         opts = flat_options(options)
         kind = opts.get("executor") or ("local" if task.payload["instance"].get("repo_path") else "docker")
         if kind == "docker" and not _docker_ok(opts.get("docker", "docker")):
-            raise BenchmarkError("executor=docker needs a running Docker daemon (none answers `docker info`); "
-                                 "SWE-bench's official evaluation is Docker-only. For a local checkout use "
-                                 "executor=local with repo_source and local_setup")
+            raise BenchmarkError(NO_DAEMON)
         return SWEBenchEnv(opts)
 
 

@@ -20,8 +20,11 @@ from ...tools.sandbox import Limits, resolve_isolation
 from ..base import Environment, Score, Task
 from ..benchmark import BenchmarkError
 from .executor import DockerExecutor, Executor, ExecutorError, LocalExecutor
-from .grading import grade_local, grade_official
+from .grading import grade_local, grade_official, infra_reason
 from .instances import DEFAULT_DATASET
+from .spec import install_spec
+
+_APPLIES_PATCH = re.compile(r"\s*(git\s+apply|patch)\s")
 
 
 class SWEBenchEnv(Environment):
@@ -57,12 +60,15 @@ class SWEBenchEnv(Environment):
         if self.executor_kind() == "docker":
             return DockerExecutor(inst["instance_id"], inst.get("base_commit"), image=self.options.get("image"),
                                   docker=self.options.get("docker", "docker"), default_timeout=self.command_timeout)
-        source = inst.get("repo_path") or self.options.get("repo_source", "https://github.com/{repo}.git").format(**inst)
+        source = inst.get("repo_path") or str(self.options.get("repo_source", "https://github.com/{repo}.git")).format(**inst)
         return LocalExecutor(source, inst.get("base_commit"), setup=self.options.get("local_setup"),
                              venv=bool(self.options.get("venv", True)),
                              isolation=self.options.get("isolation", "auto"),
                              allow_unisolated=bool(self.options.get("allow_unisolated", False)),
-                             limits=Limits.model_validate(self.options["limits"]) if self.options.get("limits") else None)
+                             limits=Limits.model_validate(self.options["limits"]) if self.options.get("limits") else None,
+                             python=self.options.get("python"), install=install_spec(inst, self.options),
+                             repo_name=inst.get("repo", ""), version=str(inst.get("version") or ""),
+                             venv_cache=self.options.get("venv_cache"))
 
     def describe(self) -> dict[str, Any]:
         kind = self.options.get("executor") or "auto"
@@ -118,6 +124,10 @@ class SWEBenchEnv(Environment):
             return ToolResult(False, error=str(e))
         if res.timed_out:
             return ToolResult(False, error=res.render(), data={"exit_code": None, "timed_out": True})
+        if res.exit_code and _APPLIES_PATCH.match(command):
+            # a patch that does not apply is a failed action (the gold replay must not go on to grade an
+            # untouched checkout as "empty patch"); other non-zero exits are ordinary observations
+            return ToolResult(False, error=res.render(), data={"exit_code": res.exit_code})
         return ToolResult(True, output=res.render(), data={"exit_code": res.exit_code})
 
     # ------------------------------------------------------------------ scoring
@@ -132,21 +142,32 @@ class SWEBenchEnv(Environment):
                                    "hints_included": bool(self.task and self.task.payload.get("hints"))}
         if not patch.strip():
             return Score(success=False, score=0.0, reason="empty patch", details=details)
-        if self.executor_kind() == "docker":
-            workdir = Path(self.options.get("grading_dir") or tempfile.mkdtemp(prefix="porchestra-swe-eval-"))
-            report = grade_official(self.instance["instance_id"], patch,
-                                    dataset=self.options.get("dataset") or DEFAULT_DATASET,
-                                    split=self.options.get("split") or "test",
-                                    run_id=self.options.get("run_id") or f"porchestra-{uuid.uuid4().hex[:8]}",
-                                    workdir=workdir)
-            details["grader"] = "swebench.harness.run_evaluation (official)"
-        else:
-            report = grade_local(self.instance, patch, self.new_executor,
-                                 timeout=float(self.options.get("eval_timeout", 900)))
-            details["grader"] = "swebench.harness.grading.get_eval_report on a clean local checkout"
-        resolved = bool(report.get("resolved"))
+        try:
+            if self.executor_kind() == "docker":
+                workdir = Path(self.options.get("grading_dir") or tempfile.mkdtemp(prefix="porchestra-swe-eval-"))
+                report = grade_official(self.instance, patch, dataset=self.options.get("dataset") or DEFAULT_DATASET,
+                                        split=self.options.get("split") or "test",
+                                        run_id=self.options.get("run_id") or f"porchestra-{uuid.uuid4().hex[:8]}",
+                                        workdir=workdir)
+                details["grader"] = "swebench.harness.run_evaluation (official harness, Docker)"
+            else:
+                report = grade_local(self.instance, patch, self.new_executor,
+                                     timeout=float(self.options.get("eval_timeout", 900)))
+                details["grader"] = "local stand-in: swebench test command, log parser and get_eval_report on a clean checkout"
+        except ExecutorError as e:  # the checkout or its venv could not be made: the environment, not the patch
+            return Score(success=None, reason=f"infra: swebench install failure: {e}", details=details)
         details["report"] = report
+        infra = infra_reason(report)
+        if infra:
+            return Score(success=None, reason=f"infra: swebench infra_failure_reason={infra} ({report.get('stage')})",
+                         details=details)
+        resolved = bool(report.get("resolved"))
         reason = "resolved" if resolved else f"not resolved ({report.get('stage', 'grading')})"
+        notes = [n for n in (report.get("python_note"),
+                             "tests needed the network, which the sandbox does not have" if report.get("network_needed")
+                             else None) if n]
+        if notes:
+            reason += "; " + "; ".join(notes)
         return Score(success=resolved, score=1.0 if resolved else 0.0, reason=reason, details=details)
 
     def gold(self) -> tuple[list[ToolCall], EndTask] | None:

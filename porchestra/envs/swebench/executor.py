@@ -17,7 +17,6 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Callable, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from ...tools.sandbox import Limits, Sandbox
+from .spec import InstallSpec
+from .venvs import VenvError, attempt_venv, cached_venv, default_cache_dir, host_python, python_version, run_install
 
 # Fixed identity and date: the base commit of a plain-file repository is the same on every machine.
 _GIT_ENV = {
@@ -59,6 +60,7 @@ class Executor(Protocol):
 
     def start(self) -> None: ...
     def run(self, command: str, timeout: float | None = None) -> CommandResult: ...
+    def run_full(self, command: str, timeout: float | None = None) -> CommandResult: ...  # output uncapped
     def put_file(self, name: str, content: str) -> str: ...  # returns the path commands see
     def diff(self) -> str: ...
     def reset(self) -> None: ...
@@ -80,6 +82,18 @@ def _host_env() -> dict[str, str]:
     return scrubbed_environ()
 
 
+def is_git_repository(path: Path) -> bool:
+    """A work tree with its .git, or a bare repository (a mirror): never a plain directory that merely
+    sits inside some other repository."""
+    return (path / ".git").exists() or all((path / p).exists() for p in ("HEAD", "objects", "refs"))
+
+
+def _has_commit(repo: Path, commit: str) -> bool:
+    proc = subprocess.run(["git", "-c", "safe.directory=*", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=repo,
+                          capture_output=True, env=_host_env())
+    return proc.returncode == 0
+
+
 def diff_against(repo: Path, base: str) -> str:
     """Every change since `base`, untracked files included, as a `git apply`-able patch."""
     _git(repo, "add", "-A")
@@ -89,15 +103,18 @@ def diff_against(repo: Path, base: str) -> str:
 class LocalExecutor:
     """A temporary checkout per attempt; commands run in porchestra's sandbox (bwrap when available).
 
-    `source`: a directory of plain files (committed as the base), a git repository path or a clone URL
-    (checked out at `base_commit`). `venv`: create a venv for the attempt that sees the interpreter's
-    packages (so the repo's tests can run) and takes `pip install` without touching them. `setup`:
-    trusted commands run once after checkout, on the host (e.g. ``python -m pip install -e .``).
+    `source`: a git repository (a clone or a bare mirror), a ``file://`` or clone URL, checked out at
+    `base_commit`; or a directory of plain files, committed as the base (allowed only when the
+    instance names no base commit). `venv`: the attempt gets a copy of the venv cached for
+    (`repo_name`, `version`, `install`) and built with the host's Python (see venvs.py), so the tests
+    never see porchestra's own packages. `setup`: trusted commands run once after checkout, on the
+    host, with the attempt's venv active (e.g. ``python -m pip install -e .``).
     """
 
     def __init__(self, source: str | Path, base_commit: str | None = None, *, setup: list[str] | None = None,
                  venv: bool = True, isolation: str = "auto", allow_unisolated: bool = False,
-                 limits: Limits | None = None, python: str | None = None):
+                 limits: Limits | None = None, python: str | None = None, install: InstallSpec | None = None,
+                 repo_name: str = "", version: str = "", venv_cache: str | Path | None = None):
         self.source = str(source)
         self.requested_commit = base_commit
         self.base_commit: str | None = None
@@ -106,7 +123,12 @@ class LocalExecutor:
         self.isolation = isolation
         self.allow_unisolated = allow_unisolated
         self.limits = limits or Limits(wall_s=120, memory_mb=4096, output_chars=20000, max_procs=256)
-        self.python = python or sys.executable
+        self.python = python or host_python()
+        self.install = install or InstallSpec()
+        self.repo_name, self.version = repo_name, version
+        self.venv_cache = Path(venv_cache) if venv_cache else default_cache_dir()
+        self.python_note: str | None = None  # set when the instance specifies another Python
+        self.venv_dir: Path | None = None
         self.root: Path | None = None
         self.sandbox: Sandbox | None = None
 
@@ -120,22 +142,26 @@ class LocalExecutor:
         self.close()
         self.root = Path(tempfile.mkdtemp(prefix="porchestra-swe-"))
         self.root.chmod(0o755)
-        src = Path(self.source)
         try:
-            if src.is_dir() and not (src / ".git").exists():
-                shutil.copytree(src, self.repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-                _git(self.repo, "init", "-q")
-                _git(self.repo, "add", "-A")
-                _git(self.repo, "commit", "-q", "-m", "base")
-            else:
-                _git(self.root, "clone", "-q", self.source, str(self.repo))
-                if self.requested_commit:
-                    _git(self.repo, "checkout", "-q", "-f", self.requested_commit)
+            self._checkout()
             self.base_commit = _git(self.repo, "rev-parse", "HEAD").strip()
+            python = self.python
             if self.venv:
-                self._make_venv()
+                try:
+                    venv = cached_venv(self.install, self.repo_name, self.version, self.python, self.venv_cache)
+                    if self.install.install:  # per-attempt install steps write into the venv: a copy of its own
+                        venv = attempt_venv(venv, self.root / "venv", self.repo)
+                        run_install(self.install, venv, self.repo)
+                except VenvError as e:
+                    raise ExecutorError(str(e)) from None
+                # the sandbox binds its interpreter's prefix read-only: a shared cached venv stays intact
+                self.venv_dir = venv
+                python = str(venv / "bin" / "python")
+                host = python_version(self.python)
+                if self.install.python and self.install.python != host:
+                    self.python_note = f"the instance specifies Python {self.install.python}; ran with the host's {host}"
             self.sandbox = Sandbox(self.root, isolation=self.isolation,  # type: ignore[arg-type]
-                                   allow_unisolated=self.allow_unisolated, limits=self.limits, python=self.python)
+                                   allow_unisolated=self.allow_unisolated, limits=self.limits, python=python)
         except Exception:
             self.close()
             raise
@@ -147,21 +173,39 @@ class LocalExecutor:
             if proc.returncode != 0:
                 raise ExecutorError(f"setup command {cmd!r} failed: {(proc.stdout + proc.stderr)[-500:]}")
 
-    def _make_venv(self) -> None:
-        venv_dir = self.root / "venv"  # type: ignore[operator]
-        proc = subprocess.run([self.python, "-m", "venv", "--without-pip", str(venv_dir)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ExecutorError(f"cannot create a venv: {proc.stderr.strip()[:300]}")
-        # The parent interpreter's packages (pytest...) stay visible, read-only, behind the venv's own.
-        parent_site = [p for p in sys.path if p.endswith("site-packages")] if self.python == sys.executable else []
-        site = next(venv_dir.glob("lib/python*/site-packages"))
-        (site / "_porchestra_parent.pth").write_text("\n".join(parent_site) + "\n")
+    def _checkout(self) -> None:
+        src = Path(self.source)
+        commit = self.requested_commit
+        if src.is_dir() and not is_git_repository(src):
+            if commit:
+                raise ExecutorError(f"repo_source {self.source} is a directory of plain files, not a git repository, "
+                                    f"so base_commit {commit} cannot be checked out; give a clone or a bare mirror "
+                                    "(git clone --mirror URL) of the repository")
+            shutil.copytree(src, self.repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            _git(self.repo, "init", "-q")
+            _git(self.repo, "add", "-A")
+            _git(self.repo, "commit", "-q", "-m", "base")
+            return
+        if "://" not in self.source and "@" not in self.source and not src.exists():
+            raise ExecutorError(f"repo_source {self.source}: no such directory (nor a URL)")
+        # a local source is cloned with hard links: cheap enough for a fresh checkout per attempt
+        _git(self.root, "clone", "-q", "--no-checkout", self.source, str(self.repo))  # type: ignore[arg-type]
+        if commit:
+            if not _has_commit(self.repo, commit):
+                _git(self.repo, "fetch", "-q", "origin", commit, check=False)
+            if not _has_commit(self.repo, commit):
+                raise ExecutorError(f"base_commit {commit} is not in repo_source {self.source} "
+                                    "(a shallow or incomplete clone?); fetch the full history first")
+        _git(self.repo, "checkout", "-q", "-f", commit or "HEAD")
 
     def _env_prefix(self) -> str:
         parts = []
-        if self.venv:
-            venv = self.root / "venv"  # type: ignore[operator]
-            parts.append(f"export VIRTUAL_ENV={shlex.quote(str(venv))} PATH={shlex.quote(str(venv / 'bin'))}:$PATH")
+        if self.venv_dir is not None:
+            venv = self.venv_dir
+            # the checkout first on sys.path, as an editable install would put it (src/ layouts too)
+            path = ":".join(shlex.quote(str(p)) for p in (self.repo, self.repo / "src"))
+            parts.append(f"export VIRTUAL_ENV={shlex.quote(str(venv))} PATH={shlex.quote(str(venv / 'bin'))}:$PATH "
+                         f"PYTHONPATH={path}")
         parts.append(f"cd {shlex.quote(str(self.repo))}")
         return " && ".join(parts) + " && "
 
@@ -172,6 +216,20 @@ class LocalExecutor:
         res = self.sandbox.run_shell(self._env_prefix() + "{\n" + command + "\n}")
         output = res.stdout + (("\n" if res.stdout and res.stderr else "") + res.stderr if res.stderr else "")
         return CommandResult(output=output, exit_code=res.exit_code, timed_out=res.timed_out)
+
+    def run_full(self, command: str, timeout: float | None = None) -> CommandResult:
+        """Run `command` with its whole output kept (a file in the workspace), for grading: the
+        observation limit of `run` must not cut a test log before it is parsed."""
+        if self.root is None:
+            raise ExecutorError("executor not started")
+        log_dir = self.root / "eval"
+        log_dir.mkdir(exist_ok=True)
+        log = log_dir / f"output-{uuid.uuid4().hex[:8]}.log"
+        res = self.run(f"( {command}\n) > {shlex.quote(str(log))} 2>&1", timeout)
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        if res.output.strip():  # the sandbox's own messages (limits, kills)
+            text += ("" if text.endswith("\n") or not text else "\n") + res.output
+        return CommandResult(output=text, exit_code=res.exit_code, timed_out=res.timed_out)
 
     def put_file(self, name: str, content: str) -> str:
         """Write a file outside the checkout (patches to apply) and return its path."""
@@ -195,6 +253,7 @@ class LocalExecutor:
             shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
         self.sandbox = None
+        self.venv_dir = None
 
 
 # --------------------------------------------------------------------------- Docker
@@ -272,6 +331,9 @@ class DockerExecutor:
         if res.exit_code == 137 and not res.timed_out:  # `timeout -s KILL` fired inside the container
             return CommandResult(output=res.output, exit_code=None, timed_out=True)
         return res
+
+    def run_full(self, command: str, timeout: float | None = None) -> CommandResult:
+        return self.run(command, timeout)  # the docker client's output is not capped
 
     def put_file(self, name: str, content: str) -> str:
         """`docker cp` a host file into the container's /tmp and return its path there."""

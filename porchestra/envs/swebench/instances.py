@@ -1,9 +1,10 @@
 """Loading SWE-bench instances: a local JSON/JSONL file, the hub, or the bundled micro-repo fixtures.
 
 Standard evaluation withholds `hints_text`; it reaches the agents only with `include_hints=True`.
-The paper's fixed 100-instance subset of Verified is an id list (following AOrchestra); pass it as
-`ids=FILE` (a JSON list, or one id per line). The project keeps a copy for reproduction at
-shared/data/swebench-verified-100-ids.json; any id list works.
+The paper's fixed 100-instance subset of Verified is an id list (following AOrchestra) shipped as
+package data (data/verified-100-ids.json, from AOrchestra's public repository,
+benchmark/swebench/swebench_selected_ids.json, Apache-2.0): select it with `ids=verified-100`
+(`--ids verified-100`). Any id list works: `ids=FILE` (a JSON list, or one id per line).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..base import Task
 from ..benchmark import BenchmarkError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "instances.jsonl"
+ID_LISTS = {"verified-100": Path(__file__).parent / "data" / "verified-100-ids.json"}
 DEFAULT_DATASET = "SWE-bench/SWE-bench_Verified"
 REQUIRED = ("instance_id", "repo", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")
 
@@ -54,7 +56,11 @@ def hub_instances(dataset: str, split: str) -> list[dict[str, Any]]:
 
 
 def read_ids(ids: Any) -> list[str]:
-    """A list of ids, or a file holding a JSON list or one id per line."""
+    """A list of ids, a file holding a JSON list or one id per line, or a shipped list's name."""
+    if isinstance(ids, (list, tuple)) and len(ids) == 1 and str(ids[0]) in ID_LISTS:
+        ids = ids[0]
+    if isinstance(ids, str) and ids in ID_LISTS:
+        ids = ID_LISTS[ids]
     if isinstance(ids, (list, tuple)):
         return [str(i) for i in ids]
     p = Path(str(ids))
