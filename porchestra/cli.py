@@ -160,6 +160,12 @@ def run(
         fail(str(e))
         return
     out = out or default_out("run")
+    try:  # run files inside the workspace could be read or forged by the code; a file as --out fails late
+        from .integrity import check_run_paths, loaded_env_file
+
+        check_run_paths(workspace or cfg.env_options.get("workspace"), out, config, loaded_env_file())
+    except ConfigError as e:
+        fail(str(e))
     if out.exists() and any(out.iterdir()):
         fail(f"--out: directory {out} is not empty")
     listeners: list[Any] = [] if quiet else [ConsoleView(verbose=verbose)]

@@ -129,6 +129,12 @@ def eval_cmd(
     if not tasks:
         fail("no tasks selected (check --ids / --limit / --shard)")
     out = out or default_out(f"eval-{bench}")
+    try:  # a file or a read-only place as --out: refused before any task runs
+        from ..integrity import check_writable_dir
+
+        check_writable_dir(out, "--out")
+    except ValueError as e:
+        fail(str(e))
     display = EvalDisplay(console, f"{bench} · {the_policy}", quiet=quiet, verbose=verbose)
     try:
         with display:
