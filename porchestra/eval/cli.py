@@ -16,6 +16,7 @@ from ..envs.benchmark import BenchmarkError, load_benchmark
 from ..policies import make_policy
 from .display import EvalDisplay
 from .lock import EvalDirBusy
+from .results import disk_error
 from .runner import EvalPlan, EvalRunner, select_tasks
 from .summary import write_summary
 
@@ -146,6 +147,12 @@ def eval_cmd(
             rows = runner.run(tasks)
     except EvalDirBusy as e:  # another eval writes this --out: nothing was run or written
         fail(str(e))
+        return
+    except OSError as e:
+        if disk_error(e) is None:
+            raise
+        fail(f"the eval directory {out} cannot take more data ({disk_error(e)}); results.jsonl holds every "
+             "finished run intact: free space and rerun the same command to resume")
         return
     except KeyboardInterrupt:
         console.print(f"interrupted: finished runs are kept in {out / 'results.jsonl'}; run the same command "

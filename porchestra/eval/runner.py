@@ -27,7 +27,8 @@ from ..envs.benchmark import Benchmark
 from ..log.events import read_events
 from ..secrets import redactor_for
 from .lock import EvalLock, task_dir_name
-from .results import ResultStore, config_hash
+from .results import ResultStore, config_hash, row_key
+from .results import disk_error  # a full disk stops the eval
 
 INFRA_PREFIXES = ("model_error", "internal_error", "checker error", "infra")
 
@@ -93,6 +94,8 @@ def run_one(bench: Benchmark, plan: EvalPlan, task: Task, trial: int, out_dir: P
                        "cost_by_component": r.totals["cost_by_component"], "cost_other": r.totals["cost_other"],
                        "workers": r.totals["workers"], "revisions": r.totals["revisions"]}
         except Exception as e:  # environment or adapter crash: infrastructure, retried
+            if disk_error(e):  # the eval directory is full: no task can be recorded; stop the eval
+                raise
             row = {"success": None, "score": None, "reason": f"infra: {type(e).__name__}: {e}",
                    "cost_usd": None, "steps": 0, "tokens": {"input": 0, "output": 0},
                    "traceback": traceback.format_exc(limit=5)}
@@ -164,7 +167,12 @@ class EvalRunner:
         else:
             with ThreadPoolExecutor(max_workers=self.plan.max_concurrency) as pool:
                 futures = {pool.submit(self._run_one, t, k, cache): (t, k) for t, k in todo}
-                for f in as_completed(futures):
-                    t, k = futures[f]
-                    self._record(t, k, f.result())
+                try:
+                    for f in as_completed(futures):
+                        t, k = futures[f]
+                        self._record(t, k, f.result())
+                except BaseException:  # e.g. a full disk: queued tasks are not started
+                    for f in futures:
+                        f.cancel()
+                    raise
         return self.store.for_config(self.chash)
