@@ -15,22 +15,24 @@ def events(tmp_path_factory):
     return read_events(runs["proactive-flt"] / "tasks" / "t1" / "events.jsonl")
 
 
-def _pointer(doc, ptr):
-    for part in ptr.lstrip("#/").split("/"):
-        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
-    return doc
+def _resolve(doc, ref):
+    """ATIF v1.7 embedded form: the ref's trajectory_id names an entry of the root's subagent_trajectories."""
+    (sub,) = [t for t in doc["subagent_trajectories"] if t["trajectory_id"] == ref["trajectory_id"]]
+    return sub
 
 
 def test_atif_orchestrator_with_worker_subtrajectory(events):
     doc = to_atif(events)
-    assert doc["schema_version"] == "ATIF-v1.4" and doc["session_id"] == "proactive-flt-t1"
+    assert doc["schema_version"] == "ATIF-v1.7" and doc["session_id"] == "proactive-flt-t1"
     steps = doc["steps"]
     assert [s["step_id"] for s in steps] == list(range(1, len(steps) + 1))
     assert [s["source"] for s in steps] == ["user", "agent", "agent", "agent"]
     assert [s["tool_calls"][0]["function_name"] for s in steps[1:]] == ["delegate_task", "revise_task", "complete"]
     (ref,) = steps[1]["observation"]["results"][0]["subagent_trajectory_ref"]
-    worker = _pointer(doc, ref["trajectory_path"])
-    assert worker["session_id"] == ref["session_id"] == "proactive-flt-t1/worker-1"
+    assert set(ref) == {"trajectory_id", "session_id"}  # no JSON-pointer path: first-class subagents
+    worker = _resolve(doc, ref)
+    assert worker["trajectory_id"] == "proactive-flt-t1/worker-1" and worker["session_id"] == "proactive-flt-t1"
+    assert "subagent_trajectories" not in doc["extra"]
     ws = worker["steps"]
     assert [s["source"] for s in ws] == ["user"] + ["agent"] * 2 + ["user"] + ["agent"] * 4
     assert [s["tool_calls"][0]["function_name"] for s in ws if s["source"] == "agent"] == [
@@ -47,6 +49,17 @@ def test_atif_orchestrator_with_worker_subtrajectory(events):
     assert (wm["total_completion_tokens"], wm["total_cost_usd"]) == (60, pytest.approx(0.072))
     assert doc["extra"]["task_end"]["success"] is True
     json.dumps(doc)  # plain JSON
+
+
+def test_atif_validates_against_the_atif_models(events):
+    """The third-party `atif` package's strict pydantic models (extra fields forbidden) accept the export."""
+    atif = pytest.importorskip("atif", reason="the atif package is not installed (dev extra)")
+
+    doc = atif.Trajectory.model_validate(to_atif(events))
+    assert [s.trajectory_id for s in doc.subagent_trajectories] == ["proactive-flt-t1/worker-1"]
+    refs = [r for s in doc.steps if s.observation for res in s.observation.results
+            for r in (res.subagent_trajectory_ref or [])]
+    assert [r.trajectory_id for r in refs] == ["proactive-flt-t1/worker-1"]
 
 
 def test_otel_spans_follow_genai_conventions(events):

@@ -1,9 +1,11 @@
-"""Event log → ATIF (Agent Trajectory Interchange Format, v1.4) trajectories.
+"""Event log → ATIF (Agent Trajectory Interchange Format, v1.7) trajectories.
 
 The orchestrator is the root trajectory: the task is its user step, each orchestrator LLM call an
 agent step whose action (delegate_task, revise_task, complete, …) is a tool call with the decision's
-params. A delegation's observation references the worker's sub-trajectory (`subagent_trajectory_ref`,
-with `trajectory_path` a JSON pointer into `extra.subagent_trajectories` of the same file). A worker's
+params. Workers are first-class embedded subagent trajectories (v1.7): the root's
+`subagent_trajectories` holds one per worker, each with its own `trajectory_id`, and a delegation's
+observation result carries a `subagent_trajectory_ref` whose `trajectory_id` resolves to it
+(`session_id` is the run's, informational as the spec says). A worker's
 trajectory starts with its harness as the user step; each worker LLM call is an agent step whose tool
 call is the tool action or the communication (finish / revise / stop) and whose observation is the
 tool output; a revision from the orchestrator is a user step of that worker. Faults and format errors
@@ -15,9 +17,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..cli_support import version
 from ..parsing import FormatError, extract_action_object
 
-SCHEMA_VERSION = "ATIF-v1.4"
+SCHEMA_VERSION = "ATIF-v1.7"
 
 
 def _decision(text: str | None) -> dict[str, Any] | None:
@@ -50,9 +53,10 @@ def _final(steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class _Traj:
-    def __init__(self, session_id: str, name: str, model: str | None, extra: dict[str, Any]):
-        self.doc = {"schema_version": SCHEMA_VERSION, "session_id": session_id,
-                    "agent": {"name": name, "version": "1", "model_name": model, "extra": extra}, "steps": []}
+    def __init__(self, session_id: str, trajectory_id: str, name: str, model: str | None, extra: dict[str, Any]):
+        self.trajectory_id = trajectory_id
+        self.doc = {"schema_version": SCHEMA_VERSION, "session_id": session_id, "trajectory_id": trajectory_id,
+                    "agent": {"name": name, "version": version(), "model_name": model, "extra": extra}, "steps": []}
 
     @property
     def steps(self) -> list[dict[str, Any]]:
@@ -73,7 +77,7 @@ def to_atif(events: list[dict[str, Any]]) -> dict[str, Any]:
     start = next((e for e in events if e["event"] == "task_start"), {})
     cfg = start.get("config") or {}
     run_id = start.get("run_id") or (events[0]["run_id"] if events else "run")
-    root = _Traj(run_id, "porchestra-orchestrator", cfg.get("orchestrator_model"),
+    root = _Traj(run_id, run_id, "porchestra-orchestrator", cfg.get("orchestrator_model"),
                  {"mode": cfg.get("mode"), "task_id": start.get("task_id")})
     root.add("user", (start.get("task") or {}).get("instruction", ""), start.get("ts", ""))
     workers: dict[str, _Traj] = {}
@@ -91,14 +95,13 @@ def to_atif(events: list[dict[str, Any]]) -> dict[str, Any]:
                                  extra={"error": e["error"]} if e.get("error") else None)
         elif kind == "delegate":
             h = e.get("harness") or {}
-            w = workers[agent] = _Traj(f"{run_id}/{agent}", "porchestra-worker", e.get("model_name"),
+            w = workers[agent] = _Traj(run_id, f"{run_id}/{agent}", "porchestra-worker", e.get("model_name"),
                                        {"harness": h, "parent": "orchestrator"})
             order.append(agent)
             w.add("user", f"Your task: {h.get('subgoal', '')}\n\nContext: {h.get('context', '')}".strip(), e["ts"],
                   extra={"tools": h.get("tools"), "step_budget": h.get("step_budget")})
             if last_orch is not None:
-                ref = {"session_id": w.doc["session_id"],
-                       "trajectory_path": f"#/extra/subagent_trajectories/{len(order) - 1}"}
+                ref = {"trajectory_id": w.trajectory_id, "session_id": run_id}
                 obs = last_orch.setdefault("observation", {"results": []})
                 obs["results"].append({"source_call_id": (last_orch.get("tool_calls") or [{}])[0].get("tool_call_id"),
                                        "subagent_trajectory_ref": [ref]})
@@ -133,7 +136,8 @@ def to_atif(events: list[dict[str, Any]]) -> dict[str, Any]:
                  "content": str(e.get("answer") or e.get("message") or e.get("submission") or "")})
     end = next((e for e in reversed(events) if e["event"] == "task_end"), None)
     doc = root.finish()
-    doc["extra"] = {"subagent_trajectories": [workers[w].finish() for w in order],
-                    "task_end": {k: end.get(k) for k in ("success", "score", "reason", "totals")} if end else None}
-    doc["notes"] = "Exported from a porchestra event log (v1); worker trajectories are embedded in extra."
+    if order:
+        doc["subagent_trajectories"] = [workers[w].finish() for w in order]
+    doc["extra"] = {"task_end": {k: end.get(k) for k in ("success", "score", "reason", "totals")} if end else None}
+    doc["notes"] = "Exported from a porchestra event log (v1); each worker is an embedded subagent trajectory."
     return doc
