@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .safe_yaml import YamlTooLarge, safe_load
+from .secrets import same_endpoint
 from .models.registry import DEFAULT_MODEL, ModelOptions, parse_spec
 
 ROLES = ("orchestrator", "worker", "attributor", "judge", "user")
@@ -96,8 +97,12 @@ class RunConfig(BaseModel):
             return own or ModelOptions()
         if own is None:
             return base
-        return ModelOptions.model_validate({**base.model_dump(exclude_unset=True),
-                                            **own.model_dump(exclude_unset=True)})
+        inherited = base.model_dump(exclude_unset=True)
+        mine = own.model_dump(exclude_unset=True)
+        if "base_url" in mine and "api_key_env" not in mine and not same_endpoint(mine["base_url"],
+                                                                                    inherited.get("base_url")):
+            inherited.pop("api_key_env", None)  # the default key is for the default server only
+        return ModelOptions.model_validate({**inherited, **mine})
 
     def worker_model_names(self) -> dict[str, str]:
         """Models the orchestrator may pick by name; "default" is always the default worker model."""

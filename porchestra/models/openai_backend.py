@@ -16,10 +16,15 @@ from typing import Any, Callable, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from ..secrets import Redactor
+from ..secrets import same_endpoint  # a key stays with its endpoint
 from .base import Completion, Message, Usage, count_tokens_approx
 from .registry import ModelOptions
-from .retry import BadResponse, RetryPolicy
+from .request import StructuredOutput, call_with_fallback, check_rejection, format_info, sampling_params
+from .retry import BadResponse, RetryPolicy, run_with_deadline
 
+# request fields the client takes as arguments; any other field of the body travels as extra_body
+CLIENT_PARAMS = frozenset({"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+                           "seed", "stop", "response_format"})
 NO_KEY = "EMPTY"  # what local servers without auth accept (vLLM's convention)
 JsonMode = Literal["json_object", "json_schema"] | None
 
@@ -41,7 +46,14 @@ def resolve_api_key(options: ModelOptions, role: str) -> str:
         if not key:
             raise ValueError(f"api_key_env names {options.api_key_env}, but that variable is not set")
         return key
-    return os.environ.get(role_env(role, "API_KEY")) or os.environ.get("OPENAI_API_KEY") or NO_KEY
+    role_key = os.environ.get(role_env(role, "API_KEY"))
+    if role_key:
+        return role_key
+    # $OPENAI_API_KEY goes with $OPENAI_BASE_URL (or api.openai.com): never to a server set for one role
+    generic = os.environ.get("OPENAI_API_KEY")
+    if generic and same_endpoint(resolve_base_url(options, role), os.environ.get("OPENAI_BASE_URL")):
+        return generic
+    return NO_KEY
 
 
 def safe_url(url: str | None) -> str:
