@@ -19,12 +19,8 @@ from ..secrets import Redactor
 from ..secrets import same_endpoint  # a key stays with its endpoint
 from .base import Completion, Message, Usage, count_tokens_approx
 from .registry import ModelOptions
-from .request import StructuredOutput, call_with_fallback, check_rejection, format_info, sampling_params
-from .retry import BadResponse, RetryPolicy, run_with_deadline
+from .retry import BadResponse, RetryPolicy
 
-# request fields the client takes as arguments; any other field of the body travels as extra_body
-CLIENT_PARAMS = frozenset({"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
-                           "seed", "stop", "response_format"})
 NO_KEY = "EMPTY"  # what local servers without auth accept (vLLM's convention)
 JsonMode = Literal["json_object", "json_schema"] | None
 
