@@ -60,7 +60,10 @@ class SWEBenchEnv(Environment):
         if self.executor_kind() == "docker":
             return DockerExecutor(inst["instance_id"], inst.get("base_commit"), image=self.options.get("image"),
                                   docker=self.options.get("docker", "docker"), default_timeout=self.command_timeout)
-        source = inst.get("repo_path") or str(self.options.get("repo_source", "https://github.com/{repo}.git")).format(**inst)
+        owner, _, name = str(inst.get("repo", "")).partition("/")
+        # repo_source is a template: {repo} (owner/name), {owner}, {name}, {instance_id}
+        source = inst.get("repo_path") or str(self.options.get("repo_source", "https://github.com/{repo}.git")).format(
+            **{**inst, "owner": owner, "name": name})
         return LocalExecutor(source, inst.get("base_commit"), setup=self.options.get("local_setup"),
                              venv=bool(self.options.get("venv", True)),
                              isolation=self.options.get("isolation", "auto"),

@@ -68,11 +68,13 @@ def log_parser_name(instance: dict[str, Any]) -> str:
         return str(instance["log_parser"])
     parsers = swebench_module("log_parsers")
     by_repo = swebench_module("log_parsers.python").MAP_REPO_TO_PARSER_PY
-    fn = by_repo.get(instance.get("repo", ""))
-    if fn is not None:
-        for name, registered in parsers.PARSER_REGISTRY.items():
-            if registered is fn:
-                return name
+    repo = str(instance.get("repo", ""))
+    fn = by_repo.get(repo)
+    if fn is not None:  # several registry names alias one function: prefer the repository's own
+        names = [name for name, registered in parsers.PARSER_REGISTRY.items() if registered is fn]
+        own = f"parse_log_{repo.rpartition('/')[2]}"
+        if names:
+            return own if own in names else names[0]
     return "parse_log_pytest"
 
 
