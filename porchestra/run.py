@@ -22,7 +22,7 @@ from .loop import BudgetExhausted, Models, Runtime
 from .models.base import Model, ModelError, ModelExhausted
 from .models.gateway import Gateway
 from .models.pricing import PriceTable
-from .models.registry import make_model
+from .models.registry import get_model, make_model
 from .policies import make_policy
 from .policies.base import ControlPolicy
 from .protocol import EndTask
@@ -54,6 +54,8 @@ def build_models(cfg: RunConfig, cache: dict[str, Model] | None = None) -> Model
         return store[key]
 
     workers = {name: get(spec, "worker") for name, spec in cfg.worker_model_names().items()}
+    for role in ("judge", "user"):  # built now so a bad spec or a missing key fails before any call
+        get_model(role, cfg, cache=cache)
     return Models(get(cfg.orchestrator_model, "orchestrator"), workers, cfg.worker_model_names(),
                   orchestrator_spec=cfg.orchestrator_model)
 
@@ -103,8 +105,10 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
             models = models or build_models(cfg)
             env.reset(task)
             progress = [getattr(x, "call_started") for x in listeners if hasattr(x, "call_started")]
+            role_models: dict[str, Model] = {}  # judge / user simulator: built with model_options.<role>
             gateway = Gateway(log, PriceTable(cfg.prices), thinking=env.thinking,
-                              on_start=progress[0] if progress else None)
+                              on_start=progress[0] if progress else None,
+                              resolve_model=lambda spec, role: get_model(role, cfg, spec=spec, cache=role_models))
             env.bind_gateway(gateway)
             rt = Runtime(task, env, cfg, policy, models, log, gateway)
             if cfg.faults:  # configured faults wrap the tool layer first; wrap_runtime may add more
@@ -129,14 +133,19 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
             score = Score(success=None, reason=f"checker error: {type(e).__name__}: {e}")
         finally:
             env.close()
+        if reason.startswith("model_error"):  # the model/API failed after retries: not a task failure
+            score = Score(success=None, score=None, reason="not scored: the run ended on a model/API error",
+                          details=score.details)
     except BaseException as e:
         reason = f"internal_error: {type(e).__name__}: {e}"
         log.emit("task_end", success=None, score=None, reason=reason, totals=compute_totals(log.events))
         log.close()
         raise
     totals = compute_totals(log.events)
+    infra_end = reason.startswith("model_error") or (score.reason or "").startswith("checker error")
+    infra = {"infra_error": True} if infra_end else {}
     log.emit("task_end", success=score.success, score=score.score, reason=reason,
-             check=score.reason, check_details=score.details, totals=totals)
+             check=score.reason, check_details=score.details, totals=totals, **infra)
     log.close()
     answer = _end_answer(end)  # results rows and summaries are written from this: no keys in it
     return TaskResult(task.id, score.success, score.score, redactor.redact_text(reason),

@@ -180,18 +180,19 @@ def test_registry_builds_openai_model(monkeypatch):
         assert srv.requests[0].model == "judge-model"
 
 
-def test_json_mode_is_opt_in():
+def test_structured_output_modes_and_json_mode_override():
     schema = {"type": "object", "properties": {"action": {"type": "string"}}}
-    with FakeOpenAIServer(replies=["{}", "{}", "{}"]) as srv:
-        OpenAIModel("m", ModelOptions(base_url=srv.base_url, timeout_s=0.5)).complete(MSGS, schema=schema)
-        OpenAIModel("m", ModelOptions(base_url=srv.base_url, timeout_s=0.5),
-                    json_mode="json_object").complete(MSGS, schema=schema)
-        OpenAIModel("m", ModelOptions(base_url=srv.base_url, timeout_s=0.5),
-                    json_mode="json_schema").complete(MSGS, schema=schema)
+    with FakeOpenAIServer(replies=["{}"] * 4) as srv:
+        base = dict(base_url=srv.base_url, timeout_s=0.5)
+        OpenAIModel("m", ModelOptions(**base)).complete(MSGS, schema=schema)  # default: json_schema
+        OpenAIModel("m", ModelOptions(**base, response_format="none")).complete(MSGS, schema=schema)
+        OpenAIModel("m", ModelOptions(**base), json_mode="json_object").complete(MSGS, schema=schema)
+        OpenAIModel("m", ModelOptions(**base)).complete(MSGS)  # no schema (judge, user): no format
         bodies = [r.body for r in srv.requests]
-    assert "response_format" not in bodies[0]
-    assert bodies[1]["response_format"] == {"type": "json_object"}
-    assert bodies[2]["response_format"]["json_schema"]["schema"] == schema
+    assert bodies[0]["response_format"] == {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
+    assert "response_format" not in bodies[1]
+    assert bodies[2]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in bodies[3]
 
 
 def test_thirty_percent_faults_over_fifty_calls_end_cleanly():
@@ -237,8 +238,9 @@ def test_gateway_logs_retries_and_errors_without_the_key(monkeypatch, tmp_path):
     assert CANARY not in (tmp_path / "events.jsonl").read_text()
 
 
-def test_max_tokens_parameter_name():
+def test_max_tokens_parameter_name(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-000000")
     assert OpenAIModel("gpt-x", ModelOptions()).request_params(MSGS, None, 5)["max_completion_tokens"] == 5
     compat = OpenAIModel("m", ModelOptions(base_url="http://127.0.0.1:9/v1"))
     assert compat.request_params(MSGS, None, 5)["max_tokens"] == 5
-    assert "max_tokens" not in compat.request_params(MSGS, None, None)
+    assert compat.request_params(MSGS, None, None)["max_tokens"] == 1024  # the documented default

@@ -87,6 +87,12 @@ def eval_cmd(
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL for all roles."),
     orchestrator_base_url: Optional[str] = typer.Option(None, help="Base URL for the orchestrator only."),
     worker_base_url: Optional[str] = typer.Option(None, help="Base URL for the workers only."),
+    temperature: Optional[float] = typer.Option(None, help="Sampling temperature, all roles (default 0)."),
+    max_tokens: Optional[int] = typer.Option(None, help="Reply length limit, all roles (default 1024 remote, 512 local)."),
+    response_format: Optional[str] = typer.Option(None, help="Structured output for remote models: json_schema "
+                                                  "(default), json_object or none (docs/models.md)."),
+    keep_infra: bool = typer.Option(False, help="On resume, keep rows that ended on an infrastructure error "
+                                               "(default: run them again)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display; only the summary."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print one line per finished task."),
     log_level: Optional[str] = typer.Option(None, help="Python logging level on stderr: debug, info, warning, "
@@ -107,7 +113,9 @@ def eval_cmd(
         cfg = build_config(config, env=bench, judge_model=judge_model, user_model=user_model,
                            **_common_overrides(mode, orchestrator_model, worker_model, global_steps, worker_steps,
                                                max_workers, max_cost, ablate, base_url, orchestrator_base_url,
-                                               worker_base_url, faults, max_parallel))
+                                               worker_base_url, faults, max_parallel,
+                                               model_flags={"temperature": temperature, "max_tokens": max_tokens,
+                                                            "response_format": response_format}))
         the_policy = policy or cfg.mode
         if policy is not None and policy not in ("gold", "gold-truncated"):
             raise BenchmarkError(f"--policy must be gold or gold-truncated, got {policy!r}")
@@ -121,7 +129,7 @@ def eval_cmd(
                                    "tasks": str(tasks_file) if tasks_file else None}
         options = {k: v for k, v in options.items() if v is not None}
         plan = EvalPlan(bench, options, cfg, the_policy, trials, _parse_shard(shard), max_concurrency, retries,
-                        backend, {"ray_address": ray_address})
+                        backend, {"ray_address": ray_address}, keep_infra=keep_infra)
         benchmark.setup(options)
         tasks = select_tasks(benchmark.load_tasks(options), plan.shard)
     except USER_ERRORS as e:

@@ -45,6 +45,7 @@ class EvalPlan:
     retries: int = 2
     backend: str = "local"  # local | ray
     extra: dict[str, Any] = field(default_factory=dict)
+    keep_infra: bool = False  # resume keeps infra-error rows instead of running them again
 
     def hash(self) -> str:
         opts = {k: v for k, v in self.options.items() if k not in ("limit", "ids", "shard")}
@@ -121,7 +122,8 @@ class EvalRunner:
         self.redactor = redactor_for(plan.cfg.model_options.values())
 
     def pending(self, tasks: list[Task]) -> list[tuple[Task, int]]:
-        done = self.store.done()
+        # infra-error rows (the model API or the checker failed, not the task) are run again on resume
+        done = {row_key(r) for r in self.store.rows if self.plan.keep_infra or not r.get("infra_error")}
         return [(t, k) for t in tasks for k in range(self.plan.trials) if (t.id, k, self.chash) not in done]
 
     def task_dir(self, task: Task, trial: int) -> Path:

@@ -44,8 +44,11 @@ class Completion:
     text: str
     usage: Usage = field(default_factory=Usage)
     raw: Any = None  # provider payload (kept out of the log unless small)
-    retries: list[dict[str, Any]] = field(default_factory=list)  # [{attempt, error, wait_s}]
+    retries: list[dict[str, Any]] = field(default_factory=list)  # [{attempt, error, status, wait_s}]
     logprobs: list[float] | None = None
+    # what the provider said, logged with the call: finish_reason, response_id, served_model,
+    # response_format (the structured-output mode used), response_format_fallback (when it stepped down)
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..log.events import EventLog
 from .base import Completion, Message, Model, ModelError
@@ -39,8 +39,11 @@ class LLMCall:
 
 class Gateway:
     def __init__(self, log: EventLog, prices: PriceTable | None = None, thinking: Any = None,
-                 on_start: Any = None):
+                 on_start: Any = None, resolve_model: Callable[[str, str], Model] | None = None):
         self.log = log
+        # spec, role → Model under the run's config (model_options.<role>): environments holding a
+        # judge or user-simulator spec build it through this (models.registry.resolve_model)
+        self.resolve_model = resolve_model
         self.prices = prices or PriceTable()
         self._thinking = thinking  # context-manager factory: simulated-time envs pause their clock
         self._on_start = on_start  # progress display: called as on_start(role, agent_id, model_name)
@@ -67,7 +70,7 @@ class Gateway:
                           messages=messages, response=None, usage={"input": 0, "output": 0},
                           cost_usd=None, latency_ms=round((time.perf_counter() - start) * 1000, 1),
                           component=component, error=f"{type(e).__name__}: {e}",
-                          retries=getattr(e, "retries", []), **extra)
+                          error_status=getattr(e, "status", None), retries=getattr(e, "retries", []), **extra)
             raise
         latency = (time.perf_counter() - start) * 1000
         call = LLMCall(model, role, agent_id, parent_agent_id, messages, completion, latency,
@@ -95,7 +98,20 @@ class Gateway:
         }
         if call.completion.retries:
             fields["retries"] = call.completion.retries
+        fields.update(provider_fields(call.completion))
         self.log.emit("llm_call", call.agent_id, call.parent_agent_id, **fields)
+
+
+def provider_fields(completion: Completion) -> dict[str, Any]:
+    """What the provider said about the call (finish_reason, response_id, served_model, the structured-
+    output mode and any fallback), for the log. Backends that only put finish_reason in `raw`
+    (local:) get it logged too."""
+    out = {k: v for k, v in completion.info.items() if v is not None}
+    raw = completion.raw
+    if "finish_reason" not in out and isinstance(raw, dict) and raw.get("finish_reason") is not None \
+            and "choices" not in raw:
+        out["finish_reason"] = raw["finish_reason"]
+    return out
 
 
 def complete_text(gateway: Gateway, model: Model, messages: list[Message], *, role: str,

@@ -4,7 +4,9 @@ LiteLLM reads the provider's own key variables (ANTHROPIC_API_KEY, …); `option
 `options.api_key_env` override them (with `role` given, `PORCHESTRA_<ROLE>_BASE_URL`/`_API_KEY` too).
 `openai/<model>` with a base URL and no key at all talks to a local server without auth ("EMPTY").
 LiteLLM's retries are off; the shared policy of :mod:`porchestra.models.retry` retries and records
-(its exceptions subclass the openai client's, so one classifier serves both backends).
+(its exceptions subclass the openai client's, so one classifier serves both backends). Sampling,
+structured outputs (with the same one-time fallback) and the per-attempt deadline are those of the
+openai: backend (models.request, docs/models.md).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Any, Callable
 
 from ..secrets import Redactor
 from .base import Completion, Message, Usage, count_tokens_approx
-from .openai_backend import NO_KEY, role_env, safe_url, usage_from
+from .openai_backend import NO_KEY, provider_info, role_env, safe_url, usage_from
 from .registry import ModelOptions
-from .retry import BadResponse, RetryPolicy
+from .request import StructuredOutput, call_with_fallback, check_rejection, format_info, sampling_params
+from .retry import BadResponse, RetryPolicy, run_with_deadline
 
 INSTALL_HINT = "pip install 'porchestra[litellm]' (or: pip install 'litellm!=1.82.7,!=1.82.8')"
 
@@ -50,6 +53,7 @@ class LiteLLMModel:
         if not key and self.base_url and model.startswith("openai/") and not env.get("OPENAI_API_KEY"):
             key = NO_KEY  # a local OpenAI-compatible server without auth; LiteLLM insists on a key
         self._api_key = key  # None: LiteLLM uses the provider's own variable
+        self.structured = StructuredOutput(options)
         self._redactor = Redactor([key] if key else [])
         self._retry = RetryPolicy.from_options(options, sleep=sleep, seed=seed)
         self._label = f"{self.name}" + (f" at {safe_url(self.base_url)}" if self.base_url else "")
@@ -57,38 +61,52 @@ class LiteLLMModel:
     def __repr__(self) -> str:
         return f"LiteLLMModel(name={self.name!r}, base_url={safe_url(self.base_url) if self.base_url else None!r})"
 
-    def request_params(self, messages: list[Message], max_tokens: int | None) -> dict[str, Any]:
+    def request_params(self, messages: list[Message], max_tokens: int | None,
+                       schema: dict[str, Any] | None = None, state: tuple[str, str] | None = None) -> dict[str, Any]:
         o = self.options
         params: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": o.timeout_s,
-                                  "num_retries": 0, "max_retries": 0}
+                                  "num_retries": 0, "max_retries": 0, **sampling_params(o, max_tokens)}
         if self.base_url:
             params["api_base"] = self.base_url
         if self._api_key:
             params["api_key"] = self._api_key
-        mt = max_tokens if max_tokens is not None else o.max_tokens
-        for k, v in (("max_tokens", mt), ("temperature", o.temperature), ("seed", o.seed)):
-            if v is not None:
-                params[k] = v
+        fields = self.structured.fields(schema, state or self.structured.state())
+        extra = {**{k: v for k, v in fields.items() if k != "response_format"}, **o.extra_body}
+        if "response_format" in fields:
+            params["response_format"] = fields["response_format"]
+        if extra:  # provider-specific fields (vLLM's guided_json, …) travel in the request body
+            params["extra_body"] = extra
         return params
 
     def complete(self, messages: list[Message], *, schema: dict[str, Any] | None = None,
                  max_tokens: int | None = None) -> Completion:
-        params = self.request_params(messages, max_tokens)
+        def run(state: tuple[str, str]) -> Any:
+            params = self.request_params(messages, max_tokens, schema, state)
+            active = self.structured.active(schema, state)
 
-        def attempt() -> tuple[str, Usage | None, dict[str, Any]]:
-            resp = self._litellm.completion(**params)
-            data = resp.model_dump() if hasattr(resp, "model_dump") else dict(resp)
-            try:
-                content = data["choices"][0]["message"].get("content")
-            except (KeyError, IndexError, TypeError, AttributeError):
-                raise BadResponse("response without choices[0].message") from None
-            return (content if isinstance(content, str) else ""), usage_from(data.get("usage")), data
+            def go() -> tuple[str, Usage | None, dict[str, Any]]:
+                try:
+                    resp = self._litellm.completion(**params)
+                except Exception as e:  # litellm's status errors subclass the openai client's
+                    check_rejection(e, active, self._redactor.redact_text)
+                    raise
+                data = resp.model_dump() if hasattr(resp, "model_dump") else dict(resp)
+                try:
+                    content = data["choices"][0]["message"].get("content")
+                except (KeyError, IndexError, TypeError, AttributeError):
+                    raise BadResponse("response without choices[0].message") from None
+                return (content if isinstance(content, str) else ""), usage_from(data.get("usage")), data
 
-        (text, usage, data), retries = self._retry.run(attempt, label=self._label, redactor=self._redactor)
+            return self._retry.run(lambda: run_with_deadline(go, self.options.deadline_s),
+                                   label=self._label, redactor=self._redactor)
+
+        (text, usage, data), retries, fallbacks, state = call_with_fallback(
+            self.structured, self.options.fallback, self._label, run)
         if usage is None:
             prompt = "".join(str(m.get("content") or "") for m in messages)
             usage = Usage(count_tokens_approx(prompt), count_tokens_approx(text))
-        return Completion(text=text, usage=usage, raw=data, retries=retries)
+        info = {**provider_info(data), **format_info(schema, state, fallbacks)}
+        return Completion(text=text, usage=usage, raw=data, retries=retries, info=info)
 
 
 __all__ = ["INSTALL_HINT", "LiteLLMModel"]

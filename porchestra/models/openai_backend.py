@@ -3,8 +3,10 @@
 Configuration per role (role = orchestrator, worker, judge, …; upper-cased in env names):
   base URL  options.base_url > $PORCHESTRA_<ROLE>_BASE_URL > $OPENAI_BASE_URL > the client's default
   API key   $<options.api_key_env> > $PORCHESTRA_<ROLE>_API_KEY > $OPENAI_API_KEY > "EMPTY" (no auth)
+With neither a key nor a base URL the model is not built (the public endpoint would only answer 401).
 The key lives only inside the client; it never enters an error message, a retry record or a repr.
 The client's own retries are off: :mod:`porchestra.models.retry` decides and records every retry.
+Sampling settings and structured outputs: :mod:`porchestra.models.request`; every option: docs/models.md.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 from typing import Any, Callable, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,8 +22,12 @@ from ..secrets import Redactor
 from ..secrets import same_endpoint  # a key stays with its endpoint
 from .base import Completion, Message, Usage, count_tokens_approx
 from .registry import ModelOptions
-from .retry import BadResponse, RetryPolicy
+from .request import StructuredOutput, call_with_fallback, check_rejection, format_info, sampling_params
+from .retry import BadResponse, RetryPolicy, run_with_deadline
 
+# request fields the client takes as arguments; any other field of the body travels as extra_body
+CLIENT_PARAMS = frozenset({"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+                           "seed", "stop", "response_format"})
 NO_KEY = "EMPTY"  # what local servers without auth accept (vLLM's convention)
 JsonMode = Literal["json_object", "json_schema"] | None
 
@@ -37,6 +44,7 @@ def resolve_base_url(options: ModelOptions, role: str) -> str | None:
 
 
 def resolve_api_key(options: ModelOptions, role: str) -> str:
+    """The key for `role`; NO_KEY when none is configured (local servers without auth)."""
     if options.api_key_env:
         key = os.environ.get(options.api_key_env)
         if not key:
@@ -80,6 +88,16 @@ def parse_chat_response(text: str, status: int = 200) -> tuple[str, Usage | None
     return (content if isinstance(content, str) else ""), usage_from(data.get("usage")), data
 
 
+def provider_info(data: Any) -> dict[str, Any]:
+    """finish_reason, response id and served model name of a chat-completions payload (None: absent)."""
+    if not isinstance(data, dict):
+        return {}
+    choices = data.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    return {"finish_reason": choice.get("finish_reason"), "response_id": data.get("id"),
+            "served_model": data.get("model")}
+
+
 def usage_from(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None
@@ -92,9 +110,9 @@ def usage_from(u: Any) -> Usage | None:
 class OpenAIModel:
     """A chat model behind an OpenAI-compatible endpoint.
 
-    `json_mode` opts in to `response_format`: "json_object" (JSON mode) or "json_schema" (the action
-    schema, where the server supports structured outputs). Off by default because many compatible
-    servers reject the parameter; the tolerant parser copes with prose around the JSON.
+    Calls with an action schema ask for structured output (`options.response_format`, default
+    json_schema) and step down once when the server rejects the mode (see models.request).
+    `json_mode` overrides options.response_format (kept for callers of the old opt-in).
     `max_tokens_param`: OpenAI's own endpoint wants "max_completion_tokens" (its reasoning models reject
     "max_tokens"); compatible servers get the widely supported "max_tokens".
     """
@@ -102,63 +120,99 @@ class OpenAIModel:
     def __init__(self, model: str, options: ModelOptions | None = None, role: str = "worker", *,
                  json_mode: JsonMode = None, max_tokens_param: str | None = None,
                  sleep: Callable[[float], None] | None = None, seed: int | None = None):
+        import httpx
         import openai  # a core dependency; imported lazily so `import porchestra` stays light
 
         self.model = model
         self.name = f"openai:{model}"
         self.role = role
-        self.options = options = options or ModelOptions()
-        self.json_mode: JsonMode = json_mode or getattr(options, "json_mode", None)
+        options = options or ModelOptions()
+        if json_mode is not None:
+            options = options.model_copy(update={"response_format": json_mode})
+        self.options = options
         self.base_url = resolve_base_url(options, role)
+        key = resolve_api_key(options, role)
+        if self.base_url is None and key == NO_KEY:
+            raise ValueError(
+                f"role {role}: no API key and no base URL for openai:{model}; set OPENAI_API_KEY (or "
+                f"{role_env(role, 'API_KEY')}, or model_options.{role}.api_key_env) for api.openai.com, or "
+                f"--base-url / model_options.{role}.base_url / {role_env(role, 'BASE_URL')} for a local server")
         self.max_tokens_param = max_tokens_param or (
             "max_completion_tokens" if self.base_url is None else "max_tokens")
-        key = resolve_api_key(options, role)
+        self.structured = StructuredOutput(options)
         self._redactor = Redactor([key])
         self._retry = RetryPolicy.from_options(options, sleep=sleep, seed=seed)
-        self._client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0,
-                                     timeout=options.timeout_s)
+        timeout = httpx.Timeout(options.timeout_s, connect=options.connect_timeout_s)
+        self._client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout)
         self._label = f"{self.name} at {safe_url(self.base_url)}"
+
+    @property
+    def json_mode(self) -> str:  # the structured-output mode now in use (after any fallback)
+        return self.structured.state()[0]
 
     def __repr__(self) -> str:  # never the client (it holds the key)
         return f"OpenAIModel(name={self.name!r}, role={self.role!r}, base_url={safe_url(self.base_url)!r})"
 
     def request_params(self, messages: list[Message], schema: dict[str, Any] | None,
-                       max_tokens: int | None) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self.model, "messages": messages}
-        opts = self.options
-        mt = max_tokens if max_tokens is not None else opts.max_tokens
-        if mt is not None:
-            params[self.max_tokens_param] = mt
-        if opts.temperature is not None:
-            params["temperature"] = opts.temperature
-        if opts.seed is not None:
-            params["seed"] = opts.seed
-        if schema is not None and self.json_mode == "json_object":
-            params["response_format"] = {"type": "json_object"}
-        elif schema is not None and self.json_mode == "json_schema":
-            params["response_format"] = {"type": "json_schema",
-                                         "json_schema": {"name": "action", "schema": schema}}
+                       max_tokens: int | None, state: tuple[str, str] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "messages": messages,
+                                  **sampling_params(self.options, max_tokens, self.max_tokens_param)}
+        params.update(self.structured.fields(schema, state or self.structured.state()))
+        params.update(self.options.extra_body)
         return params
 
     def complete(self, messages: list[Message], *, schema: dict[str, Any] | None = None,
                  max_tokens: int | None = None) -> Completion:
-        params = self.request_params(messages, schema, max_tokens)
+        def run(state: tuple[str, str]) -> Any:
+            params = self.request_params(messages, schema, max_tokens, state)
+            return self._retry.run(self._attempt(params, self.structured.active(schema, state)),
+                                   label=self._label, redactor=self._redactor)
 
-        def attempt() -> tuple[str, Usage | None, dict[str, Any]]:
-            raw = self._client.chat.completions.with_raw_response.create(**params)
-            http = raw.http_response
-            return parse_chat_response(http.text, http.status_code)
-
-        (text, usage, data), retries = self._retry.run(attempt, label=self._label,
-                                                       redactor=self._redactor)
+        (text, usage, data), retries, fallbacks, state = call_with_fallback(
+            self.structured, self.options.fallback, self._label, run)
         if usage is None:  # some servers omit usage: approximate rather than report zero
             prompt = "".join(str(m.get("content") or "") for m in messages)
             usage = Usage(count_tokens_approx(prompt), count_tokens_approx(text))
-        return Completion(text=text, usage=usage, raw=data, retries=retries)
+        info = {**provider_info(data), **format_info(schema, state, fallbacks)}
+        return Completion(text=text, usage=usage, raw=data, retries=retries, info=info)
+
+    def _attempt(self, params: dict[str, Any], structured: bool) -> Callable[[], tuple[str, Usage | None, dict[str, Any]]]:
+        """One HTTP attempt, bounded by the wall-clock deadline. The body is read in chunks so that
+        at the deadline the socket can be shut and the helper thread ends too."""
+        import openai
+
+        held: dict[str, Any] = {}
+
+        def go() -> tuple[str, Usage | None, dict[str, Any]]:
+            try:
+                known = {k: v for k, v in params.items() if k in CLIENT_PARAMS}
+                extra = {k: v for k, v in params.items() if k not in CLIENT_PARAMS}  # guided_json, extra_body …
+                with self._client.chat.completions.with_streaming_response.create(
+                        **known, **({"extra_body": extra} if extra else {})) as resp:
+                    http = resp.http_response
+                    held["http"] = http
+                    body = b"".join(http.iter_bytes()).decode("utf-8", "replace")
+                    return parse_chat_response(body, http.status_code)
+            except openai.APIStatusError as e:
+                check_rejection(e, structured, self._redactor.redact_text)
+                raise
+
+        return lambda: run_with_deadline(go, self.options.deadline_s, abort=lambda: _shut(held.get("http")))
 
     def close(self) -> None:
         self._client.close()
 
 
-__all__ = ["NO_KEY", "OpenAIModel", "parse_chat_response", "resolve_api_key", "resolve_base_url",
+def _shut(http: Any) -> None:
+    """Shut the socket under an in-flight httpx response (the reading thread then fails at once)."""
+    stream = (getattr(http, "extensions", None) or {}).get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+__all__ = ["NO_KEY", "OpenAIModel", "parse_chat_response", "provider_info", "resolve_api_key", "resolve_base_url",
            "role_env", "safe_url", "usage_from"]

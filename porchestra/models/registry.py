@@ -12,29 +12,59 @@ Backends are imported lazily, so `import porchestra` stays light and side-effect
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .base import Model
 
 DEFAULT_MODEL = "local:smollm2"
 
 
+ResponseFormat = Literal["json_schema", "json_object", "none"]
+GuidedDecoding = Literal["none", "guided_json", "structured_outputs"]
+
+
 class ModelOptions(BaseModel):
-    """Per-role options. `api_key_env` names the variable holding the key; the key itself is
-    never stored in config objects or logs."""
+    """Per-role options (docs/models.md lists each with its default and CLI flag). Strict: an unknown
+    or misspelled key is an error. `api_key_env` names the variable holding the key; the key itself
+    is never stored in config objects or logs.
+
+    Sampling defaults are fixed (temperature 0, a bounded reply) so runs do not inherit a server's
+    defaults (llama.cpp samples at 0.8 with no length limit). Options a backend cannot honour are
+    ignored by it (local: ignores top_p/stop/response_format and decodes under its own grammar)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     base_url: str | None = None
     api_key_env: str | None = None
-    timeout_s: float = 120.0
-    max_retries: int = 6
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 60.0
-    temperature: float | None = None
-    max_tokens: int | None = None
+    # timeouts (remote backends): the wait for a connection, the longest wait for the next bytes of a
+    # reply (a slow CPU server's first prefill can take ~120 s), and a wall-clock cap on one attempt
+    connect_timeout_s: float = Field(10.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0, description="read timeout: longest wait for the next bytes")
+    deadline_s: float = Field(600.0, gt=0, description="total wall-clock limit of one attempt")
+    max_retries: int = Field(6, ge=0)
+    backoff_base_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, ge=0)
+    # sampling
+    temperature: float | None = Field(0.0, ge=0, description="None: the server's default")
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1, description="None: 1024 remote, 512 local")
     seed: int | None = None
+    stop: list[str] | None = None
+    # structured outputs (remote backends; the schema is the action schema of the current decision)
+    response_format: ResponseFormat = "json_schema"
+    fallback: bool = Field(True, description="a server rejecting the structured-output mode: step down once "
+                                             "(json_schema → json_object → none) instead of failing")
+    guided_decoding: GuidedDecoding = Field("none", description="also send the schema as vLLM's guided_json "
+                                                                "or structured_outputs field")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="extra request fields, sent as is")
     constrained: bool = True  # local backends: grammar-constrained decoding to the action schema
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
 
 
 class ModelSpecError(ValueError):
@@ -108,4 +138,42 @@ def make_model(spec: str, role: str = "worker", options: ModelOptions | None = N
         raise ModelSpecError(f"cannot load model {spec!r} for role {role}: {e}") from None
 
 
-__all__: list[Any] = ["DEFAULT_MODEL", "ModelOptions", "ModelSpecError", "make_model", "parse_spec"]
+ROLE_SPEC_FIELDS = {"orchestrator": "orchestrator_model", "worker": "worker_model",
+                    "attributor": "attributor_model", "judge": "judge_model", "user": "user_model"}
+
+
+def get_model(role: str, config: Any = None, *, spec: str | None = None,
+              cache: dict[str, Model] | None = None) -> Model | None:
+    """The model serving `role` under a RunConfig: `spec` (default: the config's `<role>_model`) built
+    with the role's options (`model_options.<role>` over `model_options.default`, where `--base-url`
+    and the sampling flags land). Every role — orchestrator, worker, judge, user simulator,
+    attributor — is built here, so all are configured the same way. None when the role has no model.
+    `cache` shares one object per (spec, options) across calls; scripted/replay models hold per-task
+    state and are never cached."""
+    if config is None:
+        from ..config import RunConfig
+
+        config = RunConfig()
+    spec = spec if spec is not None else getattr(config, ROLE_SPEC_FIELDS.get(role, ""), None)
+    if spec is None:
+        return None
+    options = config.options_for(role)
+    if cache is None or parse_spec(spec)[0] in ("scripted", "replay"):
+        return make_model(spec, role, options)
+    key = f"{spec}|{role if spec.startswith(('openai:', 'litellm:')) else ''}|{options!r}"
+    if key not in cache:
+        cache[key] = make_model(spec, role, options)
+    return cache[key]
+
+
+def resolve_model(model: Any, role: str, gateway: Any = None) -> Any:
+    """For environments holding a judge/user model as a spec string: the run's resolver (set on its
+    Gateway by run_task, applying the config's options for `role`) builds it; a Model passes through."""
+    if not isinstance(model, str):
+        return model
+    resolver = getattr(gateway, "resolve_model", None)
+    return resolver(model, role) if resolver is not None else make_model(model, role)
+
+
+__all__: list[Any] = ["DEFAULT_MODEL", "ModelOptions", "ModelSpecError", "get_model", "make_model", "parse_spec",
+                      "resolve_model"]

@@ -5,11 +5,16 @@ response) and unusable 200 replies (empty or non-JSON body, no choices). Not ret
 request, auth, permission, not found) — those raise :class:`ModelError` at once. Every retry is recorded
 as `{attempt, error, status, wait_s}`; the list is on `Completion.retries`, or on `ModelError.retries`
 when the call fails, so the Gateway logs it either way. All text is passed through a Redactor first.
+
+Three limits bound one attempt, and the error says which one was hit: the connect timeout, the read
+timeout (longest wait for the next bytes) and a wall-clock deadline (:func:`run_with_deadline`), so a
+server that trickles bytes cannot hold a call open past `deadline_s`.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,6 +36,43 @@ class BadResponse(Exception):
     def __init__(self, message: str, status: int | None = 200):
         super().__init__(message)
         self.status = status
+
+
+class DeadlineExceeded(Exception):
+    """One attempt ran past its wall-clock deadline. Retried."""
+
+    def __init__(self, deadline_s: float):
+        super().__init__(f"total deadline: the attempt ran past deadline_s={deadline_s:g} s")
+
+
+def run_with_deadline(fn: Callable[[], T], deadline_s: float | None,
+                      abort: Callable[[], None] | None = None) -> T:
+    """`fn()` in a helper thread, given up at `deadline_s` (DeadlineExceeded). `abort` is then called
+    to cut the connection, so the abandoned thread ends promptly instead of at its read timeout."""
+    if deadline_s is None:
+        return fn()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 — re-raised in the caller's thread
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="porchestra-model-call", daemon=True).start()
+    if not done.wait(deadline_s):
+        if abort is not None:
+            try:
+                abort()
+            except Exception:  # noqa: BLE001 — best effort; the thread also ends at its read timeout
+                pass
+        raise DeadlineExceeded(deadline_s)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 @dataclass
@@ -81,8 +123,15 @@ def classify(exc: BaseException) -> Failure | None:
 
     if isinstance(exc, BadResponse):
         return Failure(True, f"bad response: {exc}", exc.status)
+    if isinstance(exc, DeadlineExceeded):
+        return Failure(True, f"timeout: {exc}")
     if isinstance(exc, openai.APITimeoutError):
-        return Failure(True, "timeout: the request timed out")
+        return Failure(True, f"timeout: {_which_timeout(exc.__cause__ or exc.__context__)}")
+    kinds = _httpx_kinds(exc)  # raised unwrapped while reading a streamed body
+    if "TimeoutException" in kinds:
+        return Failure(True, f"timeout: {_which_timeout(exc)}")
+    if kinds & {"TransportError", "StreamError"}:  # e.g. the connection cut mid-body
+        return Failure(True, f"connection error ({type(exc).__name__}: {exc})")
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
@@ -138,18 +187,38 @@ class RetryPolicy:
             except Exception as e:  # noqa: BLE001 — classified below; unknown errors re-raised
                 failure = classify(e)
                 if failure is None:
+                    if hasattr(e, "retries"):  # e.g. a rejected structured-output mode: keep the record
+                        e.retries = list(retries)
                     raise
             # outside the except block: the ModelError carries no chained exception, whose text
             # (an echoed Authorization header, say) could leak a key into a traceback
             error = _clip(redactor.redact_text(failure.error))
             if not failure.retryable:
-                raise _model_error(f"{label}: {error} (not retried)", retries)
+                raise model_error(f"{label}: {error} (not retried)", retries, failure.status)
             if attempt > self.max_retries:
-                raise _model_error(
-                    f"{label}: failed after {attempt} attempts; last error: {error}", retries)
+                raise model_error(
+                    f"{label}: failed after {attempt} attempts; last error: {error}", retries, failure.status)
             wait = round(self.wait_s(attempt - 1, failure.retry_after_s), 3)
             retries.append({"attempt": attempt, "error": error, "status": failure.status, "wait_s": wait})
             self.sleep(wait)
+
+
+def _httpx_kinds(exc: BaseException | None) -> set[str]:
+    """Class names in the MRO of an httpx (or httpx2, which the openai client may use) exception."""
+    if exc is None or not type(exc).__module__.startswith("httpx"):
+        return set()
+    return {c.__name__ for c in type(exc).__mro__}
+
+
+def _which_timeout(exc: BaseException | None) -> str:
+    kinds = _httpx_kinds(exc)
+    if kinds & {"ConnectTimeout", "PoolTimeout"}:
+        return "connect timeout: no connection within connect_timeout_s"
+    if "ReadTimeout" in kinds:
+        return "read timeout: no bytes from the server within timeout_s"
+    if "WriteTimeout" in kinds:
+        return "write timeout: the request could not be sent within timeout_s"
+    return "the request timed out"
 
 
 def _clip(text: str) -> str:
@@ -157,10 +226,12 @@ def _clip(text: str) -> str:
     return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "…"
 
 
-def _model_error(message: str, retries: list[dict[str, Any]]) -> ModelError:
+def model_error(message: str, retries: list[dict[str, Any]], status: int | None = None) -> ModelError:
     err = ModelError(message)
     err.retries = list(retries)  # type: ignore[attr-defined]  # logged by the Gateway
+    err.status = status  # type: ignore[attr-defined]  # the last attempt's HTTP status, if any
     return err
 
 
-__all__ = ["BadResponse", "Failure", "RetryPolicy", "classify", "parse_retry_after"]
+__all__ = ["BadResponse", "DeadlineExceeded", "Failure", "RetryPolicy", "classify", "model_error", "parse_retry_after",
+           "run_with_deadline"]

@@ -18,8 +18,14 @@ from ..analysis.pareto import pareto
 from ..analysis.recovery import recovery_summary
 
 
+def _infra(ep: Episode) -> bool:
+    """The episode ended on an infrastructure error (model API, checker): not scored."""
+    end = ep.end or {}
+    return bool(end.get("infra_error")) or str(end.get("reason") or "").startswith(("model_error", "internal_error"))
+
+
 def _rate(eps: list[Episode]) -> float | None:
-    scored = [ep for ep in eps if ep.success is not None]
+    scored = [ep for ep in eps if ep.success is not None and not _infra(ep)]
     return round(sum(1 for ep in scored if ep.success) / len(scored), 4) if scored else None
 
 
@@ -30,7 +36,8 @@ def _mean(xs: list[float]) -> float | None:
 def config_row(label: str, eps: list[Episode]) -> dict[str, Any]:
     first = eps[0]
     return {"label": label, "mode": first.mode, "ablate": first.ablate, "faults": first.faults,
-            "episodes": len(eps), "scored": sum(1 for ep in eps if ep.success is not None),
+            "episodes": len(eps), "scored": sum(1 for ep in eps if ep.success is not None and not _infra(ep)),
+            "infra_errors": sum(1 for ep in eps if _infra(ep)),
             "success": _rate(eps),
             "steps": _mean([ep.totals.get("steps", 0) for ep in eps]),
             "workers": _mean([ep.totals.get("workers", 0) for ep in eps]),

@@ -7,9 +7,13 @@
 
 `POST /v1/chat/completions` answers from `replies` (a list consumed in order by successful calls, or a
 callable `body -> reply`); a reply is a string or `{"content": str, "usage": {prompt_tokens,
-completion_tokens, cached_tokens}}`. A :class:`FaultPlan` replaces a share of the answers with faults
-(a fixed `sequence` first, then `rate` over `kinds`, seeded). Every request is recorded. Binds 127.0.0.1
-on a free port; stops (and wakes any handler that simulates a hang) on context exit.
+completion_tokens, cached_tokens}, "finish_reason": "stop"|"length"}`. A :class:`FaultPlan` replaces a
+share of the answers with faults (a fixed `sequence` first, then `rate` over `kinds`, seeded).
+`reject` makes it behave like a server without some structured-output mode: a request using one of
+its keys (a `response_format` type, or a field such as `guided_json`) is answered with that HTTP status
+and an error naming the field, as llama-cpp-python answers json_schema with a 500. Every request is
+recorded. Binds 127.0.0.1 on a free port (kept across stop()/start(), to simulate a server that dies
+and comes back); stops (and wakes any handler that simulates a hang) on context exit.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ FAULT_KINDS = (
     "429_no_header", # rate limited, no Retry-After
     "500", "502", "503", "504",
     "timeout",       # sleep longer than the client's timeout (FaultPlan.hang_s), then give up
+    "trickle",       # a 200 whose body comes one byte every FaultPlan.trickle_s (never slow enough for
+                     # a read timeout; only a total deadline ends it)
     "cut",           # send status and headers announcing a body, then close the connection
     "empty",         # 200 with an empty body
     "garbage",       # 200 with a body that is not JSON
@@ -47,6 +53,7 @@ class FaultPlan:
     sequence: Sequence[str | None] = ()
     retry_after: str = "1"   # value of the Retry-After header for kind "429" (seconds or HTTP date)
     hang_s: float = 3.0      # how long a "timeout" fault stalls
+    trickle_s: float = 0.1   # the pause between bytes of a "trickle" fault
     echo_auth: bool = True   # error bodies echo the Authorization header (to test key redaction)
 
     def __post_init__(self) -> None:
@@ -77,6 +84,7 @@ class RecordedRequest:
 class _State:
     replies: list[Reply] | Callable[[Any], Reply]
     faults: FaultPlan
+    reject: dict[str, int] = field(default_factory=dict)
     requests: list[RecordedRequest] = field(default_factory=list)
     next_reply: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -129,12 +137,25 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._fault(fault, auth)
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 return self._json(400, {"error": {"message": "body must be JSON with a messages list"}})
+            rejected = self._rejected(body)
+            if rejected is not None:
+                return self._json(st.reject[rejected], {"error": {
+                    "message": f"{rejected} is not supported by this server", "type": "invalid_request_error",
+                    "param": "response_format" if rejected in ("json_schema", "json_object") else rejected}})
             reply = self._next_reply(body)
             if reply is None:
                 return self._json(400, {"error": {"message": "fake_openai: scripted replies exhausted"}})
             self._json(200, self._completion(body, reply))
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (e.g. after its timeout): nothing to do
+
+    def _rejected(self, body: dict[str, Any]) -> str | None:
+        """The `reject` key this request uses: its response_format type, or a top-level field."""
+        rf = body.get("response_format")
+        kind = rf.get("type") if isinstance(rf, dict) else None
+        if kind in self.state.reject:
+            return kind
+        return next((k for k in self.state.reject if k in body), None)
 
     def _next_reply(self, body: dict[str, Any]) -> Reply | None:
         st = self.state
@@ -161,7 +182,8 @@ class _Handler(BaseHTTPRequestHandler):
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", "fake"),
-            "choices": [{"index": 0, "finish_reason": "stop",
+            "choices": [{"index": 0, "finish_reason": "stop" if isinstance(reply, str)
+                         else reply.get("finish_reason", "stop"),
                          "message": {"role": "assistant", "content": content}}],
             "usage": usage,
         }
@@ -187,6 +209,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return None
+        if kind == "trickle":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while not self.state.stop.wait(plan.trickle_s):
+                self.wfile.write(b" ")  # JSON allows leading whitespace: a body that never ends
+                self.wfile.flush()
+            return None
         if kind == "empty":
             return self._raw(200, b"", "application/json")
         if kind == "garbage":
@@ -210,11 +241,12 @@ class FakeOpenAIServer:
     """Context manager: serves on 127.0.0.1:<free port> in a daemon thread until exit."""
 
     def __init__(self, replies: Sequence[Reply] | Callable[[Any], Reply] = ("ok",),
-                 faults: FaultPlan | None = None):
+                 faults: FaultPlan | None = None, reject: dict[str, int] | None = None):
         replies_ = replies if callable(replies) else list(replies)
-        self._state = _State(replies_, faults or FaultPlan())
+        self._state = _State(replies_, faults or FaultPlan(), reject=dict(reject or {}))
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._port = 0  # chosen at the first start, reused by later starts
 
     @property
     def base_url(self) -> str:
@@ -232,7 +264,9 @@ class FakeOpenAIServer:
         return [r.fault for r in self.requests if r.fault is not None]
 
     def start(self) -> "FakeOpenAIServer":
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._state.stop.clear()
+        httpd = ThreadingHTTPServer(("127.0.0.1", self._port), _Handler)
+        self._port = httpd.server_address[1]
         httpd.daemon_threads = True
         httpd.state = self._state  # type: ignore[attr-defined]
         self._httpd = httpd

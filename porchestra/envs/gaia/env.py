@@ -64,13 +64,11 @@ class GaiaEnv(GeneralEnv):
         self.page_model = page_model if page_model is not None else self.page_model
         self.judge_model = judge_model if judge_model is not None else self.judge_model
 
-    @staticmethod
-    def _resolve(model: Any, role: str) -> Any:
-        if isinstance(model, str):
-            from ...models.registry import ModelOptions, make_model  # noqa: PLC0415
+    def _resolve(self, model: Any, role: str) -> Any:
+        """A spec string is built by the run (model_options.<role> applied); a Model passes through."""
+        from ...models.registry import resolve_model  # noqa: PLC0415
 
-            return make_model(model, role, ModelOptions())
-        return model
+        return resolve_model(model, role, self.gateway)
 
     # ----------------------------------------------------------------- lifecycle
     def reset(self, task: Task) -> None:

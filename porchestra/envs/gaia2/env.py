@@ -220,9 +220,9 @@ class Gaia2Env(Environment):
         if self.judge_model is None:
             raise RuntimeError("judge='llm' needs a judge model (--judge-model)")
         if isinstance(self.judge_model, str):
-            from ...models.registry import ModelOptions, make_model
+            from ...models.registry import resolve_model
 
-            self.judge_model = make_model(self.judge_model, "judge", ModelOptions())
+            self.judge_model = resolve_model(self.judge_model, "judge", self._gateway)  # model_options.judge
         msgs = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
         if self._gateway is not None:
             from ...models.gateway import complete_text

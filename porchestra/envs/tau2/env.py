@@ -72,9 +72,9 @@ class Tau2Env(Environment):
             raise RuntimeError(f"Tau2Env has a {role} model but no Gateway: call bind_gateway(run gateway) "
                                "so that its calls are logged")
         if isinstance(model, str):
-            from ...models.registry import ModelOptions, make_model
+            from ...models.registry import resolve_model
 
-            model = make_model(model, role, ModelOptions())
+            model = resolve_model(model, role, self._gateway)  # model_options.<role> applied
             if role == "user":
                 self._user_model = model
             else:
