@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from .base import Completion, Message, ModelError, Usage
 from .grammar import SchemaGrammar
+from .local_kv import new_cache
 from .local_weights import LoadedModel, load, resolve
 from .registry import ModelOptions
 
@@ -40,6 +41,8 @@ class Decoded:
     tokens: list[int]
     finish: str  # "stop" (EOS or grammar complete) | "length" | "grammar-error"
     truncated: bool = False  # the budget ran low and the grammar reply was closed early
+    cache: Any = None  # the KV cache after decoding, holding the states of `cached`
+    cached: list[int] = field(default_factory=list)  # prompt + the reply tokens fed to the model
 
 
 class LocalModel:
@@ -57,8 +60,9 @@ class LocalModel:
     def complete(self, messages: list[Message], *, schema: dict[str, Any] | None = None,
                  max_tokens: int | None = None) -> Completion:
         lm = self.load()
-        # One generation at a time per model copy (workers may run in threads); the tokenizer is
-        # inside the lock too, as Rust tokenizers can fail with "Already borrowed" when shared.
+        # One generation at a time per model copy (workers may run in threads); the tokenizer and
+        # the KV-cache store are inside the lock too (Rust tokenizers can fail with "Already
+        # borrowed" when shared).
         with lm.lock:
             prompt = encode_chat(lm.tokenizer, messages)
             budget = self._budget(lm, len(prompt), max_tokens)
@@ -67,14 +71,18 @@ class LocalModel:
                 grammar = _grammar(lm)
                 compiled = grammar.compile(schema)
                 mode, matcher = compiled.mode, compiled.matcher()
+            cache, reused = lm.kv.take(prompt)
             try:
                 out = decode(lm.model, prompt, max_new=budget, eos=eos_ids(lm), grammar=grammar,
-                             matcher=matcher, temperature=self.options.temperature, seed=self.options.seed)
+                             matcher=matcher, temperature=self.options.temperature, seed=self.options.seed,
+                             cache=cache, reused=reused)
             except RuntimeError as e:  # e.g. out of memory: a model failure, not a crash of the run
                 raise ModelError(f"{self.name}: generation failed: {e}") from e
+            lm.kv.put(out.cached, out.cache, prompt_len=len(prompt))
             text = lm.tokenizer.decode(out.tokens, skip_special_tokens=True)
         raw = {"finish_reason": out.finish, "constrained": mode, "truncated": out.truncated}
-        return Completion(text=text, usage=Usage(input=len(prompt), output=len(out.tokens)), raw=raw)
+        usage = Usage(input=len(prompt), output=len(out.tokens), cached_input=reused)
+        return Completion(text=text, usage=usage, raw=raw)
 
     def _budget(self, lm: LoadedModel, prompt_len: int, max_tokens: int | None) -> int:
         budget = max_tokens or self.options.max_tokens or DEFAULT_MAX_TOKENS
@@ -125,9 +133,12 @@ def _grammar(lm: LoadedModel) -> SchemaGrammar:
 
 def decode(model: Any, prompt: list[int], *, max_new: int, eos: set[int],
            grammar: SchemaGrammar | None = None, matcher: Any = None,
-           temperature: float | None = None, seed: int | None = None) -> Decoded:
-    """Token-by-token decoding with a KV cache. With a grammar matcher the logits are masked to the
-    allowed tokens, and tokens the grammar forces (fast-forward) are fed without sampling."""
+           temperature: float | None = None, seed: int | None = None,
+           cache: Any = None, reused: int = 0) -> Decoded:
+    """Token-by-token decoding with a KV cache. `cache` may already hold the states of
+    `prompt[:reused]` (a conversation's earlier turns): only the rest of the prompt is prefilled.
+    With a grammar matcher the logits are masked to the allowed tokens, and tokens the grammar
+    forces (fast-forward) are fed without sampling."""
     import torch
 
     generator = None
@@ -137,30 +148,38 @@ def decode(model: Any, prompt: list[int], *, max_new: int, eos: set[int],
             generator.manual_seed(seed)
         else:
             generator.seed()
+    if cache is None:
+        cache, reused = new_cache(), 0
     check_from = max_new - min(CLOSE_WINDOW, max_new // 2)  # next step to look for a closing path
     out: list[int] = []
+    seq = list(prompt)  # every token so far; seq[:fed] is in the cache
+    fed = reused
+
+    def done(finish: str, truncated: bool = False) -> Decoded:
+        return Decoded(out, finish, truncated, cache, seq[:fed])
+
     new = _forced(matcher, max_new)
     out += new
-    feed = prompt + new
-    cache = None
+    seq += new
     cache_arg = _cache_kwarg(model)
     prefill_threads = torch.get_num_threads()
     with torch.inference_mode(), _restore_threads(prefill_threads):
         while len(out) < max_new:
-            if cache is not None and decode_threads() != prefill_threads:
+            if fed > len(prompt) and decode_threads() != prefill_threads:
                 torch.set_num_threads(decode_threads())
             if matcher is not None and len(out) >= check_from:
                 closing, check_from = _close_early(grammar, matcher, len(out), max_new)
                 if closing:
-                    return Decoded(out + closing, "stop", truncated=True)
-            ids = torch.tensor([feed], device=model.device)
+                    out += closing
+                    return done("stop", truncated=True)
+            ids = torch.tensor([seq[fed:]], device=model.device)
             result = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_arg: cache})
-            cache = getattr(result, cache_arg)
+            fed = len(seq)
             logits = result.logits[0, -1].float()
             if matcher is not None:
                 allowed = grammar.allowed(matcher).to(logits.device)
                 if not allowed.any():
-                    return Decoded(out, "grammar-error")
+                    return done("grammar-error")
                 logits = logits[: allowed.numel()].masked_fill(~allowed[: logits.numel()], float("-inf"))
             if generator is None:
                 token = int(torch.argmax(logits))
@@ -168,19 +187,18 @@ def decode(model: Any, prompt: list[int], *, max_new: int, eos: set[int],
                 probs = torch.softmax(logits / temperature, dim=-1).cpu()
                 token = int(torch.multinomial(probs, 1, generator=generator))
             if token in eos:
-                return Decoded(out, "stop")
+                return done("stop")
             out.append(token)
-            new = [token]
+            seq.append(token)
             if matcher is not None:
                 if not matcher.consume_token(token):
-                    return Decoded(out, "grammar-error")
+                    return done("grammar-error")
                 if matcher.is_stopped():  # the JSON value is complete: nothing but EOS may follow
-                    return Decoded(out, "stop")
+                    return done("stop")
                 forced = _forced(matcher, max_new - len(out))
                 out += forced
-                new += forced
-            feed = new
-    return Decoded(out, "length")
+                seq += forced
+    return done("length")
 
 
 def _close_early(grammar: SchemaGrammar, matcher: Any, used: int, max_new: int) -> tuple[list[int], int]:

@@ -71,6 +71,13 @@ class LoadedModel:
     converted: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock)  # one generation at a time
     grammar: Any = None  # SchemaGrammar, built on the first constrained call
+    kv: Any = field(default_factory=lambda: _prefix_cache())  # per-conversation KV caches (local_kv)
+
+
+def _prefix_cache() -> Any:
+    from .local_kv import PrefixCache
+
+    return PrefixCache()
 
 
 def cache_root() -> Path:
@@ -231,11 +238,63 @@ def forget_loaded() -> None:
 def _load(source: Source) -> LoadedModel:
     _configure_threads()
     if source.kind == "gguf":
-        return _load_gguf(source)
-    if source.kind == "checkpoint":
+        loaded = _load_gguf(source)
+    elif source.kind == "checkpoint":
         model, tok = _from_dir(source.path)
-        return LoadedModel(model, tok, source, source.path)
-    return _load_adapter(source)
+        loaded = LoadedModel(model, tok, source, source.path)
+    else:
+        loaded = _load_adapter(source)
+    loaded.model = for_inference(loaded.model)
+    return loaded
+
+
+def weights_dtype() -> str:
+    """"bf16" or "fp32": the dtype the linear layers' weights are held in for inference.
+    Decoding a small model on CPU is bound by reading its weights from memory each token, so bf16
+    weights (activations, norms and the K/V cache stay fp32) decode ~1.3-1.5x and prefill ~2x
+    faster where the CPU has bf16 dot-product instructions (measured, benchmarks/bench_local.py);
+    without them bf16 matmuls are emulated and slower, so fp32 stays.
+    $PORCHESTRA_LOCAL_WEIGHTS=fp32|bf16 overrides."""
+    import torch
+
+    wanted = os.environ.get("PORCHESTRA_LOCAL_WEIGHTS", "").strip().lower()
+    if wanted in ("fp32", "bf16"):
+        return wanted
+    if torch.cuda.is_available():
+        return "fp32"
+    try:
+        return "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
+    except (AttributeError, RuntimeError):
+        return "fp32"
+
+
+def for_inference(model: Any) -> Any:
+    """The loaded model, its nn.Linear layers swapped for bf16-weight ones when weights_dtype()
+    says so. Only the backend's private inference copy is changed (training loads its own)."""
+    if weights_dtype() != "bf16":
+        return model
+    import torch
+
+    class Bf16Linear(torch.nn.Module):
+        def __init__(self, linear: torch.nn.Linear):
+            super().__init__()
+            self.weight = torch.nn.Parameter(linear.weight.detach().to(torch.bfloat16), requires_grad=False)
+            self.bias = None if linear.bias is None else torch.nn.Parameter(
+                linear.bias.detach().to(torch.bfloat16), requires_grad=False)
+            self.in_features, self.out_features = linear.in_features, linear.out_features
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).to(x.dtype)
+
+    def swap(module: torch.nn.Module) -> None:
+        for name, child in module.named_children():
+            if isinstance(child, torch.nn.Linear):
+                setattr(module, name, Bf16Linear(child))
+            else:
+                swap(child)
+
+    swap(model)
+    return model
 
 
 def _load_gguf(source: Source) -> LoadedModel:
