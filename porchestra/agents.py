@@ -9,22 +9,18 @@ exact context x_t that OPOD trains on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from .harness import DecisionError
+from .context import AgentFailed, RunContext, ask_until_valid
 from .log.events import truncate
 from .models.base import Model
-from .parsing import FormatError, parse_decision, parse_worker
+from .parsing import FormatError, parse_worker
 from .protocol import Decision, Handoff, Harness, Report, ToolCall
+from .runtime_view import tools_text
 from .schemas import orchestrator_schema, worker_schema
-from .tools.base import ToolResult, render_tools
+from .tools.base import ToolResult
 
-if TYPE_CHECKING:
-    from .loop import Runtime
-
-
-class AgentFailed(Exception):
-    """An agent could not go on (e.g. K consecutive malformed replies); the message says why."""
+__all__ = ["AgentFailed", "Orchestrator", "StepRecord", "Worker", "tools_text"]
 
 
 @dataclass
@@ -70,8 +66,9 @@ class Worker:
             self.messages.append({"role": "user", "content": text})
 
     # --- one step ------------------------------------------------------------------------------
-    def step(self, rt: "Runtime") -> Handoff | StepRecord:
-        """One worker turn: a tool call (returns its StepRecord) or a report (returns a Handoff)."""
+    def step(self, rt: RunContext) -> Handoff | StepRecord:
+        """One worker turn: a tool call (returns its StepRecord) or a report (returns a Handoff).
+        `rt` is the run's narrow context (porchestra.context), not the runtime."""
         step = rt.log.next_step()
         self.steps_used += 1
         tools = rt.tools_of(self)
@@ -107,7 +104,7 @@ class Worker:
         rt.gateway.record(call, "execution", action=action.tool)
         return self._run_tool(rt, action, step)
 
-    def _run_tool(self, rt: "Runtime", call: ToolCall, step: int) -> StepRecord:
+    def _run_tool(self, rt: RunContext, call: ToolCall, step: int) -> StepRecord:
         refused = call.tool not in self.harness.tools
         if refused:
             known = call.tool in rt.tool_names()
@@ -133,45 +130,21 @@ class Worker:
 class Orchestrator:
     def __init__(self, model: Model):
         self.model = model
-        self.format_errors = 0
 
-    def decide(self, rt: "Runtime", handoff: Handoff | None, allowed: list[str],
+    def decide(self, ctx: RunContext, handoff: Handoff | None, allowed: list[str],
                validate: Callable[[Decision], Any]) -> tuple[Decision, Any]:
-        """Ask the model until it returns a decision that parses and validates (or K errors)."""
-        corrections: list[dict[str, Any]] = []
+        """Ask the model until it returns a decision that parses and validates (or K errors), with the
+        orchestrator prompt re-rendered from the run state at every attempt."""
         component = ("communication" if handoff is not None and handoff.report is not None
                      and handoff.report.type == "revise" else "orchestration")
-        tool_names = rt.tool_names()
-        schema = orchestrator_schema(allowed, tool_names, list(rt.cfg.worker_model_names()), rt.env.end_action,
-                                     worker_ids=[w.id for w in rt.workers.values() if w.status == "paused"])
+        schema = orchestrator_schema(allowed, ctx.tool_names(), list(ctx.cfg.worker_model_names()), ctx.env.end_action,
+                                     worker_ids=[w.id for w in ctx.workers.values() if w.status == "paused"])
         handoff_info = None if handoff is None else {
             "worker_id": handoff.worker_id, "kind": handoff.kind,
             "report_type": handoff.report.type if handoff.report else None}
-        while True:
-            rt.check_global_budget()
-            rt.log.next_step()
-            messages, slot = rt.prompts.orchestrator_messages(**rt.orchestrator_vars(handoff, allowed))
-            messages += corrections
-            call = rt.gateway.call(self.model, messages, role="orchestrator", agent_id="orchestrator",
-                                   defer=True, schema=schema)
-            try:
-                decision = parse_decision(call.text, set(allowed))
-                plan = validate(decision)
-            except (FormatError, DecisionError) as e:
-                rt.gateway.record(call, component, decision=None, hint_slot=slot, handoff=handoff_info)
-                rt.log.emit("format_error", "orchestrator", None, raw=call.text, error=str(e))
-                self.format_errors += 1
-                if self.format_errors >= rt.cfg.budgets.max_format_errors:
-                    raise AgentFailed(f"orchestrator: {self.format_errors} consecutive invalid replies; last: {e}")
-                corrections = [{"role": "assistant", "content": call.text},
-                               {"role": "user", "content": rt.prompts.render(
-                                   "format_error.j2", error=str(e), consecutive=self.format_errors,
-                                   limit=rt.cfg.budgets.max_format_errors)}]
-                continue
-            self.format_errors = 0
-            rt.gateway.record(call, component, decision=decision.action, hint_slot=slot, handoff=handoff_info)
-            return decision, plan
 
+        def build() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            messages, slot = ctx.prompts.orchestrator_messages(**ctx.orchestrator_vars(handoff, allowed))
+            return messages, {"hint_slot": slot, "handoff": handoff_info}
 
-def tools_text(tools: list[Any]) -> str:
-    return render_tools(tools) or "(none)"
+        return ask_until_valid(ctx, self.model, build, allowed, validate, component, schema=schema)

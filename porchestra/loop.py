@@ -15,7 +15,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import Any
 
-from .agents import Orchestrator, Worker, tools_text
+from .agents import Orchestrator, Worker
+from .context import RunContext
 from .config import RunConfig
 from .envs.base import Environment, Task
 from .harness import (DecisionError, apply_revision, harness_from_delegation, with_state_handoff,
@@ -26,7 +27,7 @@ from .policies.base import ControlPolicy
 from .prompting import PromptSet
 from .protocol import (DelegateBatch, DelegateTask, EndTask, Handoff, Report, ReviseTask, Terminate,
                        ToolCall, Wait)
-from .runtime_view import orchestrator_vars, render_report
+from .runtime_view import orchestrator_vars, render_report, tools_text
 from .tools.base import Tool, ToolResult
 
 PROTOCOL_FIELDS = ("state", "request", "evidence")
@@ -55,6 +56,7 @@ class Runtime:
         self._inflight: dict[str, Future] = {}  # worker id → its thread (parallel policies only)
         self._pool: ThreadPoolExecutor | None = None
         self._halted = False
+        self.ctx = RunContext(self)  # what policies and agents see of this run (not the runtime itself)
 
     # --- views used by agents and templates ------------------------------------------------------
     def all_tools(self) -> list[Tool]:
@@ -107,10 +109,10 @@ class Runtime:
         return paused[-1] if paused else None
 
     def orchestrator_vars(self, handoff: Handoff | None, allowed: list[str]) -> dict[str, Any]:
-        return orchestrator_vars(self, handoff, allowed)
+        return orchestrator_vars(self.ctx, handoff, allowed)
 
     def ask_orchestrator(self, handoff: Handoff | None, allowed: list[str]) -> tuple[Any, Any]:
-        return self.orchestrator.decide(self, handoff, allowed, lambda d: self.validate(d, handoff))
+        return self.orchestrator.decide(self.ctx, handoff, allowed, lambda d: self.validate(d, handoff))
 
     # --- decisions: validate (no side effects), then execute ---------------------------------------
     def validate(self, d: Any, handoff: Handoff | None) -> Any:
@@ -226,7 +228,7 @@ class Runtime:
         if pending:
             return  # answer every queued handoff first
         running = [w for w in self.workers.values() if w.status == "running" and w.id not in self._inflight]
-        parallel = self.policy.parallelism(self)
+        parallel = self.policy.parallelism(self.ctx)
         if parallel == 1:
             pending.extend(self._run_until_handoff(w) for w in running)
             return
@@ -261,11 +263,11 @@ class Runtime:
                             detail=f"step budget of {w.harness.step_budget} used up")
                 break
             self.check_global_budget()
-            result = w.step(self)
+            result = w.step(self.ctx)
             if isinstance(result, Handoff):
                 h = result
                 break
-            interrupt = self.policy.after_step(self, w, result)
+            interrupt = self.policy.after_step(self.ctx, w, result)
             if interrupt is not None:
                 kind, detail = interrupt
                 h = Handoff(worker_id=w.id, kind=kind, detail=detail)
@@ -301,7 +303,7 @@ class Runtime:
             if not pending:
                 self.poll_notifications(None)
             handoff = pending.popleft() if pending else None
-            decision, plan = self.policy.decide(self, handoff)
+            decision, plan = self.policy.decide(self.ctx, handoff)
             end = self.execute(decision, plan, handoff)
             if end is not None:
                 next_message = self.env.end_turn(end)

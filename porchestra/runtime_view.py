@@ -15,10 +15,14 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .protocol import Handoff
+from .tools.base import render_tools
 
-if TYPE_CHECKING:
-    from .agents import Worker
-    from .loop import Runtime
+if TYPE_CHECKING:  # the view reads a RunContext (porchestra.context); this module imports no loop or agent
+    from .context import RunContext, WorkerView
+
+
+def tools_text(tools: list[Any]) -> str:
+    return render_tools(tools) or "(none)"
 
 
 def report_payload(handoff: Handoff, ablate: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -42,7 +46,7 @@ def report_payload(handoff: Handoff, ablate: frozenset[str] = frozenset()) -> di
     return data
 
 
-def render_report(worker: "Worker", handoff: Handoff, ablate: frozenset[str] = frozenset()) -> str:
+def render_report(worker: "WorkerView", handoff: Handoff, ablate: frozenset[str] = frozenset()) -> str:
     if handoff.report is not None:
         body = json.dumps(report_payload(handoff, ablate), ensure_ascii=False)
         return f"[{worker.id} {handoff.report.type}] subgoal: {worker.harness.subgoal}\n{body}"
@@ -57,9 +61,7 @@ def _recent_text(handoff: Handoff) -> str:
     return "\n".join(lines) or "(no steps)"
 
 
-def orchestrator_vars(rt: "Runtime", handoff: Handoff | None, allowed: list[str]) -> dict[str, Any]:
-    from .agents import tools_text
-
+def orchestrator_vars(rt: "RunContext", handoff: Handoff | None, allowed: list[str]) -> dict[str, Any]:
     b = rt.cfg.budgets
     tools = rt.all_tools()
     view = None

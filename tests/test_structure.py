@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import LedgerEnv, call, delegate, complete, report
 
 from porchestra.config import RunConfig
@@ -35,3 +37,106 @@ def test_executor_replacement_model_is_in_the_revise_event(tmp_path, ledger_task
     assert rev.harness["model"] == "strong" and rev.harness_before["model"] is None
     new = [e for e in ev if isinstance(e, DelegateEvent)][-1]
     assert new.harness["model"] == "strong" and new.model_name == "scripted:strong" and new.replaces == "worker-1"
+
+
+def import_cycles(package: Path, modules: set[str] | None = None) -> list[list[str]]:
+    """Cycles (strongly connected components) of the import graph over every import statement —
+    module level, TYPE_CHECKING blocks and function bodies alike — restricted to `modules`."""
+    import ast
+
+    mods: dict[str, Path] = {}
+    for p in package.rglob("*.py"):
+        name = ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        mods[name] = p
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, p in mods.items():
+        base = name.split(".") if p.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                parts = base[: len(base) - node.level + 1] if node.level else []
+                prefix = ".".join(parts + ([node.module] if node.module else []))
+                targets = [prefix] + [f"{prefix}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in mods and t != name)
+    keep = set(mods) if modules is None else modules
+    graph = {m: {t for t in ts if t in keep} for m, ts in graph.items() if m in keep}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+CORE = {"porchestra.loop", "porchestra.agents", "porchestra.context", "porchestra.runtime_view",
+        "porchestra.harness", "porchestra.protocol", "porchestra.parsing", "porchestra.run", "porchestra.api",
+        "porchestra.log.events", "porchestra.log.schema", "porchestra.log.trajectory", "porchestra.log.totals",
+        "porchestra.envs.base", "porchestra.envs.benchmark", "porchestra.policies", "porchestra.policies.base",
+        "porchestra.policies._ask", "porchestra.policies.proactive"}
+
+
+def test_the_core_has_no_import_cycle():
+    assert import_cycles(ROOT / "porchestra", CORE) == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import X\n")
+    (pkg / "b.py").write_text("def f():\n    from . import a\n")
+    assert import_cycles(pkg) == [["pkg.a", "pkg.b"]]
+
+
+def test_policies_and_agents_get_the_narrow_context(tmp_path, ledger_task):
+    from porchestra.context import RunContext
+    from porchestra.policies.proactive import ProactivePolicy
+
+    seen: list = []
+
+    class Spy(ProactivePolicy):
+        def decide(self, rt, handoff):
+            seen.append(rt)
+            return super().decide(rt, handoff)
+
+        def after_step(self, rt, worker, record):
+            seen.append(rt)
+            return None
+
+    m = Models(ScriptedModel([delegate("buy", ["buy", "total"]), complete("8")]),
+               {"default": ScriptedModel([call("buy", item="apple"), call("buy", item="pear"), report("finish", "8")])})
+    cfg = RunConfig(orchestrator_model="scripted:o.json", worker_model="scripted:w.json")
+    r = run_task(ledger_task, LedgerEnv(), cfg, out_dir=tmp_path, models=m, policy=Spy())
+    assert r.success is True
+    assert seen and all(type(c) is RunContext for c in seen) and len({id(c) for c in seen}) == 1
+    ctx = seen[0]
+    for internal in ("execute", "_start_worker", "_close", "tool_layer", "run"):
+        assert not hasattr(ctx, internal)
+    with pytest.raises(TypeError):
+        ctx.workers["worker-9"] = None  # read-only: workers start only through the runtime
+    assert isinstance(ctx.updates, tuple) and ctx.env.end_action == "complete"

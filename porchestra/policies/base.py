@@ -1,7 +1,8 @@
 """Control policies: *when* the orchestrator regains control and what workers may send.
 
 The loop (porchestra/loop.py) exists once; a baseline is a small subclass of `ControlPolicy`.
-Hooks, all optional:
+Every hook's `rt` is the run's :class:`porchestra.context.RunContext` — read-only views plus a few
+operations (ask the orchestrator, validate a decision) — never the runtime itself. Hooks, all optional:
 - `comm_actions`: what a worker may send (finish / revise / stop).
 - `orchestrator_actions(rt, handoff)`: the orchestrator's allowed actions at this point.
 - `decide(rt, handoff)`: produce the next decision (default: ask the orchestrator model); a policy
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import Decision, Handoff
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # hooks get the run's narrow context (porchestra/context.py), never the runtime
     from ..agents import StepRecord, Worker
-    from ..loop import Runtime
+    from ..context import RunContext
 
 
 class ControlPolicy:
@@ -38,10 +39,10 @@ class ControlPolicy:
             actions.append(rt.env.end_action)
         return actions
 
-    def decide(self, rt: "Runtime", handoff: Handoff | None) -> tuple[Decision, Any]:
+    def decide(self, rt: "RunContext", handoff: Handoff | None) -> tuple[Decision, Any]:
         return rt.ask_orchestrator(handoff, self.orchestrator_actions(rt, handoff))
 
-    def after_step(self, rt: "Runtime", worker: "Worker", record: "StepRecord") -> tuple[str, str] | None:
+    def after_step(self, rt: "RunContext", worker: "Worker", record: "StepRecord") -> tuple[str, str] | None:
         return None
 
     def keeps_worker(self, handoff: Handoff) -> bool:
@@ -50,7 +51,7 @@ class ControlPolicy:
             return False
         return not (handoff.kind == "error" or (handoff.report is not None and handoff.report.type == "stop"))
 
-    def parallelism(self, rt: "Runtime") -> int:
+    def parallelism(self, rt: "RunContext") -> int:
         return rt.cfg.budgets.max_parallel
 
     def describe(self) -> dict[str, Any]:
