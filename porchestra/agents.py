@@ -77,7 +77,8 @@ class Worker:
                                parent_agent_id="orchestrator", defer=True,
                                schema=worker_schema(tools, comm, rt.ablate))
         try:
-            action = parse_worker(call.text, set(comm), rt.env.worker_format)
+            own = rt.policy.parse_worker  # a baseline with its own action format (mini-swe)
+            action = own(rt, call.text, set(comm)) if own else parse_worker(call.text, set(comm), rt.env.worker_format)
         except FormatError as e:
             rt.gateway.record(call, "execution", action=None)
             rt.log.emit("format_error", self.id, "orchestrator", raw=call.text, error=str(e))

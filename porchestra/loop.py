@@ -180,11 +180,11 @@ class Runtime:
         model = self.models.worker(harness.model)
         w = Worker(wid, harness, model)
         w.messages = [{"role": "system", "content": self.prompts.render(
-                          "worker_system.j2", comm_actions=sorted(self.policy.comm_actions,
+                          self.policy.worker_templates[0], comm_actions=sorted(self.policy.comm_actions,
                                                                   key=["finish", "revise", "stop"].index),
-                          ablate=sorted(self.ablate), **self.env.prompt_vars())},
+                          ablate=sorted(self.ablate), harness=harness, **self.env.prompt_vars())},
                       {"role": "user", "content": self.prompts.render(
-                          "worker_task.j2", harness=harness, task=self.task,
+                          self.policy.worker_templates[1], harness=harness, task=self.task,
                           tools_text=tools_text(self.tools_of(w)), **self.env.prompt_vars())}]
         self.workers[wid] = w
         self.env.on_delegate(wid, fresh_attempt)

@@ -10,7 +10,8 @@ from porchestra.policies.boundary import AOrchestraPolicy, PollingPolicy, Trigge
 from porchestra.policies.concurrent import ConcurrentProactivePolicy
 from porchestra.policies.offline import OfflinePolicy
 from porchestra.policies.rounds import OrchestraO1Policy
-from porchestra.policies.single import MiniSwePolicy, ReactPolicy
+from porchestra.policies.mini_swe import MiniSwePolicy
+from porchestra.policies.single import ReactPolicy
 from porchestra.run import Models, run_task
 from porchestra.tools.base import ToolError, tool_from_function
 
@@ -151,16 +152,16 @@ def test_orchestra_o1_runs_a_round_concurrently(tmp_path, cfg, ledger_task):
 
 
 def test_offline_plans_once_then_runs_fixed(tmp_path, cfg, ledger_task):
-    orch = [delegate_batch(("step one: buy an apple", ["buy"]), ("step two: buy a pear and total", ["buy", "total"])),
-            complete("8")]
+    plan = delegate_batch(("step one: buy an apple", ["buy"]), ("step two: buy a pear and total", ["buy", "total"]))
+    orch = [plan, plan, complete("8")]  # `offline` = autoagents: Planner draft, Observer's final plan, synthesis
     work = [call("buy", item="apple"), report("finish", "bought apple"),
             call("buy", item="pear"), call("total"), report("finish", "total 8")]
     r = run_task(ledger_task, LedgerEnv(), cfg, out_dir=tmp_path, models=models(orch, work), policy=OfflinePolicy())
     ev = events_of(r.events_path)
     assert r.success is True
     calls = orch_calls(ev)
-    assert len(calls) == 2 and calls[0]["template"] == "offline_plan.j2"
-    assert calls[1]["messages"][1]["content"].rstrip().endswith("Allowed actions now: complete. Return ONLY one JSON object.")
+    assert len(calls) == 3 and [c["template"] for c in calls[:2]] == ["autoagents_planner.j2", "autoagents_observer.j2"]
+    assert calls[2]["messages"][1]["content"].rstrip().endswith("Allowed actions now: complete. Return ONLY one JSON object.")
     d1, d2 = of(ev, "delegate")
     assert d1["harness"]["tools"] == ["buy"] and "bought apple" in d2["harness"]["context"]
     assert len(of(ev, "plan")[0]["subtasks"]) == 2
@@ -224,8 +225,11 @@ def test_trigger_fires_on_a_code_error_in_a_successful_call(tmp_path, cfg, ledge
     assert "code error" in ev[idx[1]]["messages"][1]["content"] and r.success is True
 
 
-MODES = {"react": "porchestra.policies.single:ReactPolicy", "mini-swe": "porchestra.policies.single:MiniSwePolicy",
-         "offline": "porchestra.policies.offline:OfflinePolicy", "trigger": "porchestra.policies.boundary:TriggerPolicy",
+MODES = {"react": "porchestra.policies.single:ReactPolicy", "mini-swe": "porchestra.policies.mini_swe:MiniSwePolicy",
+         "offline": "porchestra.policies.offline:AutoAgentsPolicy",
+         "autoagents": "porchestra.policies.offline:AutoAgentsPolicy",
+         "skill-mas": "porchestra.policies.offline:SkillMasPolicy", "mas2": "porchestra.policies.mas2:Mas2Policy",
+         "trigger": "porchestra.policies.boundary:TriggerPolicy",
          "aorchestra": "porchestra.policies.boundary:AOrchestraPolicy",
          "polling": "porchestra.policies.boundary:PollingPolicy",
          "orchestra-o1": "porchestra.policies.rounds:OrchestraO1Policy",
@@ -241,7 +245,8 @@ def test_modes_by_name(monkeypatch):
     assert make_policy("orchestra-o1:3").parallel == 3 and make_policy("proactive-concurrent").parallel == 0
     for name in MODES:
         p = make_policy(name)
-        assert p.name == name and p.describe()["name"] == name
+        real = {"offline": "autoagents"}.get(name, name)  # `offline` is an alias of autoagents
+        assert p.name == real and p.describe()["name"] == real
     assert "revise" not in make_policy("trigger").comm_actions and make_policy("aorchestra").can_revise is False
     for bad in ("polling:0", "polling:x", "orchestra-o1:-1"):
         with pytest.raises(ModeError):

@@ -28,6 +28,9 @@ class ControlPolicy:
     name = "base"
     comm_actions: frozenset[str] = frozenset({"finish", "revise", "stop"})
     can_revise = True
+    # a baseline with its own worker prompt (system, first user message) and action format
+    worker_templates: tuple[str, str] = ("worker_system.j2", "worker_task.j2")
+    parse_worker: Any = None  # None: the environment's worker format; else f(rt, text, comm) -> action
 
     def orchestrator_actions(self, rt: "Runtime", handoff: Handoff | None) -> list[str]:
         actions = ["delegate_task"]

@@ -1,5 +1,5 @@
-"""Single-agent baselines without an orchestrator: `react` (all tools) and `mini-swe` (bash only,
-where the benchmark has a `bash` tool; elsewhere all tools, as the paper adapts it).
+"""Single-agent baselines without an orchestrator: `react` (all tools, the benchmark's own worker
+format). `mini-swe` (its own prompt and action format) builds on this in :mod:`.mini_swe`.
 
 The policy makes the decisions itself, so no orchestrator LLM call is ever made: it delegates the whole
 task with the global step budget, and ends the task with the worker's `finish` result. The agent keeps
@@ -45,6 +45,7 @@ class ReactPolicy(ControlPolicy):
     name = "react"
     comm_actions = frozenset({"finish"})
     can_revise = False
+    solo_context = SOLO_CONTEXT
 
     def tools_for(self, rt: "Runtime") -> list[str]:
         return rt.tool_names()
@@ -61,7 +62,7 @@ class ReactPolicy(ControlPolicy):
         agent = next(iter(rt.workers.values()), None)
         if agent is None:
             d = DelegateTask(reasoning="single agent: the whole task", task_instruction=rt.task.instruction,
-                             context=SOLO_CONTEXT, tools=self.tools_for(rt), step_budget=remaining)
+                             context=self.solo_context, tools=self.tools_for(rt), step_budget=remaining)
             return d, rt.validate(d, None)
         if agent.status == "paused":  # a new user message after the end of a turn
             news = "\n".join(rt.updates[rt.policy_state.get("seen_updates", 0):])
@@ -70,11 +71,3 @@ class ReactPolicy(ControlPolicy):
                            step_budget=max(remaining - agent.remaining, 0) or None)
             return d, rt.validate(d, None)
         return end_with(rt, None, "the single agent cannot continue"), None
-
-
-class MiniSwePolicy(ReactPolicy):
-    name = "mini-swe"
-
-    def tools_for(self, rt: "Runtime") -> list[str]:
-        names = rt.tool_names()
-        return ["bash"] if "bash" in names else names
