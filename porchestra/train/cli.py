@@ -208,6 +208,45 @@ def _train_opts() -> dict[str, tuple[Any, Any]]:
     )
 
 
+SAMPLER_OPTS: dict[str, tuple[Any, Any]] = {
+    "sampler": (str, typer.Option("in-process", "--sampler", help="Student samples: in-process (model.generate) "
+                                  "| server (OpenAI-compatible completions server: vLLM or porchestra's "
+                                  "sample_server).")),
+    "sampler_url": (Optional[str], typer.Option(None, "--sampler-url", help="Server base URL, e.g. "
+                                                "http://127.0.0.1:8000/v1 (--sampler server).")),
+    "sampler_model": (str, typer.Option("student", "--sampler-model", help="Served model name; synced adapters "
+                                        "are named <name>-step<N>.")),
+    "sync_every": (int, typer.Option(1, "--sync-every", min=1, help="Send the current adapter/weights to the "
+                                     "server every N optimizer steps.")),
+    "sampler_api_key_env": (Optional[str], typer.Option(None, "--sampler-api-key-env",
+                                                        help="Env var holding the server's key.")),
+    "sample_seed": (str, typer.Option("batch", "--sample-seed", help="batch (one RNG stream) | decision (each "
+                                      "decision sampled from its own seed: independent of the rank split).")),
+}
+
+
+def _make_sampler(o: dict[str, Any], out: Path) -> Any:
+    """The sampler named by --sampler (None = in-process); bad values exit 2 before OUT is written."""
+    import os
+
+    if o["sample_seed"] not in ("batch", "decision"):
+        fail(f"--sample-seed: unknown {o['sample_seed']!r} (batch | decision)")
+    if o["sampler"] == "in-process":
+        return None
+    if o["sampler"] != "server":
+        fail(f"--sampler: unknown {o['sampler']!r} (in-process | server)")
+    if not o["sampler_url"]:
+        fail("--sampler-url: --sampler server needs the server's base URL")
+    from .sampler import ServerSampler
+
+    key = os.environ.get(o["sampler_api_key_env"]) if o["sampler_api_key_env"] else None
+    return ServerSampler(o["sampler_url"], o["sampler_model"], o["sync_every"], out / "sampler_sync", api_key=key)
+
+
+def _sampler_opts(kw: dict[str, Any]) -> dict[str, Any]:
+    return _split(kw, ("sampler", "sampler_url", "sampler_model", "sync_every", "sampler_api_key_env"))
+
+
 def _with_opts(extra: dict[str, tuple[Any, Any]]) -> Callable:
     """Attach the shared options to a command function by extending its signature (typer reads it)."""
     import inspect
@@ -243,20 +282,24 @@ OPOD_OPTS: dict[str, tuple[Any, Any]] = {
     "attributions": (Optional[Path], typer.Option(None, "--attributions",
                                                   help="Attribution JSONL (porchestra attribute).")),
     "lam": (float, typer.Option(1.0, "--lam", min=0.0, help="OPD weight λ (0 = RWR).")),
+    "rwr_weight": (float, typer.Option(1.0, "--rwr-weight", min=0.0, help="RWR weight ρ (0 = OPD only, "
+                                       "the 'w/o RWR' ablation).")),
     "divergence": (str, typer.Option("reverse_kl", "--divergence", help="reverse_kl | forward_kl | jsd")),
     "jsd_beta": (float, typer.Option(0.5, "--jsd-beta", min=0.01, max=0.99)),
     "max_new_tokens": (int, typer.Option(256, "--max-new-tokens", min=1, help="Student sample length for OPD.")),
     "temperature": (float, typer.Option(1.0, "--temperature", min=0.01)),
     "reward": (str, typer.Option("binary", "--reward", help="binary (successful decisions) | score")),
     "progress": (bool, typer.Option(True, "--progress/--no-progress")),
+    **SAMPLER_OPTS,
 }
 
 
 def _opod(method: str, data: List[Path], model: str, out: Path, kw: dict[str, Any]) -> None:
     from .objectives import GenSettings, OPODSettings, opod_loss
 
-    o = _split(kw, ("attributions", "lam", "divergence", "jsd_beta", "max_new_tokens", "temperature", "reward",
-                    "progress"))
+    o = _split(kw, ("attributions", "lam", "rwr_weight", "divergence", "jsd_beta", "max_new_tokens", "temperature",
+                    "reward", "progress"))
+    so = _sampler_opts(kw)
     if o["divergence"] not in ("reverse_kl", "forward_kl", "jsd"):
         fail(f"--divergence: unknown {o['divergence']!r} (reverse_kl | forward_kl | jsd)")
     if o["reward"] not in ("binary", "score"):
@@ -264,12 +307,18 @@ def _opod(method: str, data: List[Path], model: str, out: Path, kw: dict[str, An
     lam = 0.0 if method == "rwr" else o["lam"]
     if method == "opod" and lam > 0 and o["attributions"] is None:
         fail("--attributions: opod needs the attribution file (porchestra attribute), or use --lam 0")
+    if lam == 0 and o["rwr_weight"] == 0:
+        fail("--rwr-weight: 0 together with --lam 0 leaves nothing to train")
+    sampler = _make_sampler({**so, "sample_seed": kw["sample_seed"]}, out)
     items = _load_items(data, method, o["attributions"], o["reward"], with_opd=lam > 0)
+    if o["rwr_weight"] == 0:  # OPD only: decisions without a hint carry no supervision
+        items = [it for it in items if it.hint] or fail("DATA: --rwr-weight 0 and no decision has a hint")
     cfg = _settings(method, model, out, **kw)
-    settings = OPODSettings(lam=lam, divergence=o["divergence"], jsd_beta=o["jsd_beta"],
+    settings = OPODSettings(lam=lam, rwr_weight=o["rwr_weight"], divergence=o["divergence"], jsd_beta=o["jsd_beta"],
                             gen=GenSettings(max_new_tokens=o["max_new_tokens"], temperature=o["temperature"]))
     _train(cfg, items, lambda ctx, teacher, batch: opod_loss(ctx, teacher, batch, settings),
-           need_teacher=lam > 0, progress=o["progress"], gen_tokens=o["max_new_tokens"] if lam > 0 else 0)
+           need_teacher=lam > 0, progress=o["progress"], gen_tokens=o["max_new_tokens"] if lam > 0 else 0,
+           sampler=sampler)
     n_opd = sum(1 for it in items if it.hint)
     out_console.print(f"trained {method} on {len(items)} decisions ({n_opd} with hints); policy in {out / 'final'}")
 
@@ -278,7 +327,9 @@ def _opod(method: str, data: List[Path], model: str, out: Path, kw: dict[str, An
 @_with_opts({k: v for k, v in OPOD_OPTS.items() if k in ("reward", "progress")})
 def train_rwr(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
     """Reward-weighted regression: likelihood of decisions from successful trajectories."""
-    kw.update(attributions=None, lam=0.0, divergence="reverse_kl", jsd_beta=0.5, max_new_tokens=1, temperature=1.0)
+    kw.update(attributions=None, lam=0.0, rwr_weight=1.0, divergence="reverse_kl", jsd_beta=0.5, max_new_tokens=1,
+              temperature=1.0, sampler="in-process", sampler_url=None, sampler_model="student", sync_every=1,
+              sampler_api_key_env=None, sample_seed="batch")
     _opod("rwr", data, model, out, kw)
 
 
@@ -298,9 +349,11 @@ def train_opod(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **k
     "max_new_tokens": (int, typer.Option(256, "--max-new-tokens", min=1)),
     "temperature": (float, typer.Option(1.0, "--temperature", min=0.01)),
     "progress": (bool, typer.Option(True, "--progress/--no-progress")),
+    **SAMPLER_OPTS,
 })
 def train_dagrpo(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
     """DA-GRPO baseline: K sampled decisions per expert context, rubric-judged, group-relative PG."""
+    import os
     from datetime import datetime, timezone
 
     from ..log.events import EventLog
@@ -311,19 +364,32 @@ def train_dagrpo(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, *
 
     o = _split(kw, ("judge", "judge_base_url", "judge_api_key_env", "k", "max_new_tokens", "temperature",
                     "progress"))
+    sampler = _make_sampler({**_sampler_opts(kw), "sample_seed": kw["sample_seed"]}, out)
     judge_model = _guard(lambda: make_model(o["judge"], "judge", ModelOptions(
         base_url=o["judge_base_url"], api_key_env=o["judge_api_key_env"])))
     items = _load_items(data, "dagrpo")
     cfg = _settings("dagrpo", model, out, **kw)
     out.mkdir(parents=True, exist_ok=True)
-    log = EventLog(out / "judge_events.jsonl", "dagrpo-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"),
-                   "dagrpo")
+    rank = int(os.environ.get("RANK", "0"))  # under accelerate launch every rank judges its own share
+    name = "judge_events.jsonl" if rank == 0 else f"judge_events.rank{rank}.jsonl"
+    log = EventLog(out / name, "dagrpo-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"), "dagrpo")
     try:
         judge = RubricJudge(judge_model, Gateway(log))
         settings = GRPOSettings(k=o["k"], gen=GenSettings(max_new_tokens=o["max_new_tokens"],
                                                           temperature=o["temperature"]))
         _train(cfg, items, make_objective(judge, settings), progress=o["progress"],
-               gen_tokens=o["max_new_tokens"])
+               gen_tokens=o["max_new_tokens"], sampler=sampler)
     finally:
         log.close()
     out_console.print(f"trained dagrpo on {len(items)} expert contexts; policy in {out / 'final'}")
+
+
+@train_app.command("accelerate-config")
+def accelerate_config(name: str = typer.Argument(..., help="ddp | fsdp2 | deepspeed_zero2 | deepspeed_zero3")) -> None:
+    """Print the path of a shipped accelerate config: accelerate launch --config_file $(porchestra train
+    accelerate-config ddp) -m porchestra train ..."""
+    path = Path(__file__).parent / "accelerate_configs" / f"{name}.yaml"
+    if not path.is_file():
+        names = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        fail(f"NAME: no accelerate config {name!r} (have {', '.join(names)})")
+    out_console.print(str(path), soft_wrap=True)

@@ -22,9 +22,8 @@ from ..models.gateway import Gateway
 from ..parsing import extract_json_objects
 from ..prompting import PromptSet
 from .data import Item
-from .losses import weighted_decision_mean
 from .modelio import Teacher
-from .objectives import Ctx, GenSettings, sample_replies, sequence_logprob
+from .objectives import Ctx, GenSettings, decision_mean, sequence_logprob
 
 CRITERIA = ("format", "action_validity", "tool_reasonableness", "decision_quality")
 
@@ -84,20 +83,26 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
 
 def dagrpo_loss(ctx: Ctx, judge: RubricJudge, items: list[Item], cfg: GRPOSettings
                 ) -> tuple[torch.Tensor, dict[str, Any]]:
+    n = len(items)
     prompts = [ctx.enc.prompt(it.messages) for it in items]
-    replies = sample_replies(ctx.model, ctx.enc, prompts, cfg.gen, num_return=cfg.k)
+    if not prompts and ctx.par.synced_generation:  # sharded weights: every rank joins every generate
+        ctx.sampler.sample(ctx, [[ctx.enc.eos_id]], cfg.gen)
+    replies = [s.tokens for s in ctx.sampler.sample(ctx, prompts, cfg.gen, num_return=cfg.k, seeds=ctx.seeds(items))]
     texts = [ctx.enc.tok.decode(r, skip_special_tokens=True) for r in replies]
     rewards = torch.tensor([judge.score(items[i // cfg.k], t) for i, t in enumerate(texts)],
-                           dtype=torch.float32).view(len(items), cfg.k)
+                           dtype=torch.float32).view(n, cfg.k)
     adv = group_advantages(rewards, cfg.eps).view(-1).to(ctx.device)
     pairs = [(prompts[i // cfg.k], r) for i, r in enumerate(replies)]
+    if not pairs:  # data parallel: a rank without groups still runs the forward (weight 0)
+        pairs, adv = [([ctx.enc.pad_id], [ctx.enc.pad_id])] * cfg.k, torch.zeros(cfg.k, device=ctx.device)
     mean_lp, counts = sequence_logprob(ctx, pairs)
-    per_group = (-(adv * mean_lp)).view(len(items), cfg.k).mean(dim=1)
-    loss = weighted_decision_mean(per_group, torch.ones(len(items), device=ctx.device),
-                                  counts.view(len(items), cfg.k).sum(dim=1))
-    return loss, {"loss_pg": float(loss.item()), "reward_mean": float(rewards.mean()),
-                  "reward_std": float(rewards.std(unbiased=False)), "n_groups": len(items),
-                  "tokens_pg": int(counts.sum().item()), "judge_unparsed": judge.unparsed}
+    groups = max(n, 1)
+    per_group = (-(adv * mean_lp)).view(groups, cfg.k).mean(dim=1)
+    weights = torch.ones(groups, device=ctx.device) * (1.0 if n else 0.0)
+    loss = decision_mean(ctx, per_group, weights, counts.view(groups, cfg.k).sum(dim=1))
+    return loss, {"loss_pg": float(loss.item()), "reward_mean": float(rewards.mean()) if n else 0.0,
+                  "reward_std": float(rewards.std(unbiased=False)) if n else 0.0, "n_groups": n,
+                  "tokens_pg": int(counts.sum().item()) if n else 0, "judge_unparsed": judge.unparsed}
 
 
 def make_objective(judge: RubricJudge, cfg: GRPOSettings):

@@ -116,7 +116,17 @@ class AccelParallel(Parallel):
         from trl.models.utils import unwrap_model_for_generation  # gathers ZeRO-3 weights for generate
 
         with unwrap_model_for_generation(self.net, self.accel) as unwrapped:
-            yield unwrapped.lm if isinstance(unwrapped, LossForward) else unwrapped
+            lm = unwrapped.lm if isinstance(unwrapped, LossForward) else unwrapped
+            if not (self.fsdp and hasattr(self.net, "unshard")):
+                yield lm
+                return
+            # FSDP2: generate calls the LM below the root unit, whose own parameters (embeddings,
+            # norm, head) stay sharded unless unsharded here; the blocks unshard in their forwards
+            self.net.unshard()
+            try:
+                yield lm
+            finally:
+                self.net.reshard()
 
 
 def dummy_batch(pad_id: int, device: Any) -> dict[str, torch.Tensor]:

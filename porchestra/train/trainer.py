@@ -136,6 +136,9 @@ def run_training(cfg: TrainSettings, items: list[Item], objective: Objective, ne
     batches = epoch_order(len(items), cfg.batch_size, epochs, cfg.seed)
     total = min(len(batches), cfg.max_steps) if cfg.max_steps else len(batches)
     sched = get_linear_schedule_with_warmup(opt, cfg.warmup_steps, max(total, 1))
+    if accel.state.deepspeed_plugin is not None:  # no dataloader goes through prepare: say the micro batch
+        accel.state.deepspeed_plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = max(
+            1, math.ceil(cfg.batch_size / world))
     net, opt, sched = accel.prepare(net, opt, sched)
     if world > 1:  # decorrelate the ranks' sampling (a resume restores each rank's own RNG below)
         torch.manual_seed(cfg.seed + 1_000_003 * rank)
