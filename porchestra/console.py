@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
+from .report.fmt import money
+
 _COLORS = ["cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green"]
 
 
@@ -75,6 +77,11 @@ class ConsoleView:
                            f"worker {cfg.get('worker_model')}{iso}[/]")
 
     def _llm_call(self, e: dict[str, Any]) -> None:
+        for fb in e.get("response_format_fallback") or []:  # the server rejected a structured-output mode
+            self._p(e, f"[yellow]{escape(str(e.get('model')))} rejected response_format {escape(str(fb.get('from')))}; "
+                       f"using {escape(str(fb.get('to')))} from now on[/] [dim]({escape(_short(fb.get('error', ''), 120))})[/]")
+        if e.get("finish_reason") == "length":
+            self._p(e, f"[yellow]reply cut at the max_tokens limit[/] [dim]({escape(str(e.get('model')))})[/]")
         if e.get("error"):
             self._p(e, f"[red]model call failed:[/] {escape(_short(e['error']))}")
         elif self.verbose:
@@ -152,9 +159,9 @@ class ConsoleView:
             self._status.stop()
         t = e.get("totals", {})
         cost = t.get("cost_usd")
-        cost_txt = "unknown (unpriced model)" if cost is None else f"${cost:.4f}"
+        cost_txt = "unknown (unpriced model)" if cost is None else money(cost)
         comp = t.get("cost_by_component", {})
-        split = " / ".join(f"{k} {'?' if v is None else f'${v:.4f}'}" for k, v in comp.items())
+        split = " / ".join(f"{k} {'?' if v is None else money(v)}" for k, v in comp.items())
         ok = {True: "[bold green]success[/]", False: "[bold red]failure[/]", None: "[yellow]not scored[/]"}[e["success"]]
         self.console.print(f"{ok} · {escape(e.get('reason', ''))} · steps {t.get('steps')} · workers {t.get('workers')}"
                            f" · llm calls {t.get('llm_calls')} · tokens {t.get('tokens', {}).get('input')}→"

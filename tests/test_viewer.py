@@ -65,7 +65,7 @@ def test_view_renders_in_chromium(runs, tmp_path):
     ev = read_events(runs["proactive-flt"] / "tasks" / "t1" / "events.jsonl")
     first = next(e for e in ev if e["event"] == "llm_call")
     assert html_escape(first["messages"][0]["content"][:400], quote=False) in dom  # the exact system prompt
-    assert "100 in / 10 out · $0.120000" in dom
+    assert "100 in / 10 out · $0.1200" in dom
 
 
 def _concurrent_run(tmp_path):

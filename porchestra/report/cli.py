@@ -9,14 +9,28 @@ from typing import Annotated, Optional
 import typer
 
 
+FIGURE_TITLES = {"pareto": "Success vs cost", "recovery": "Recovery after an injected fault",
+                 "by_length": "Success by task length", "by_dynamicity": "Success by number of future events"}
+
+
+def _figures_markdown(files: list[Path], out: Path) -> str:
+    """report.md embeds each PNG (relative path, so the directory can be moved) and links its SVG."""
+    lines = ["## Figures", ""]
+    for f in files:
+        if f.suffix == ".png":
+            title = FIGURE_TITLES.get(f.stem, f.stem)
+            lines += [f"### {title}", "", f"![{title}]({f.relative_to(out).as_posix()})", "",
+                      f"[SVG]({f.with_suffix('.svg').relative_to(out).as_posix()})", ""]
+    return "\n".join(lines)
+
+
 def write_report(run_dirs: list[Path], out: Path, labels: list[str] | None = None, plots: bool = True) -> dict:
     from .build import build_report
     from .render import markdown
 
     report = build_report(run_dirs, labels)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(markdown(report), encoding="utf-8")
-    files = [out / "report.json", out / "report.md"]
+    figures: list[Path] = []
     if plots:
         try:
             import matplotlib  # noqa: F401
@@ -26,15 +40,19 @@ def write_report(run_dirs: list[Path], out: Path, labels: list[str] | None = Non
     if plots:
         from ..analysis import plots as P
 
-        files += P.plot_pareto(report["pareto"], out)
+        figures += P.plot_pareto(report["pareto"], out)
         curves = {r["label"]: r["km_curve"] for r in report["recovery"]}
         if curves:
-            files += P.plot_recovery(curves, out)
+            figures += P.plot_recovery(curves, out)
         if any(report["by_length"].values()):
-            files += P.plot_groups(report["by_length"], out, "by_length", "fewest environment actions")
+            figures += P.plot_groups(report["by_length"], out, "by_length", "fewest environment actions")
         if any(report["by_dynamicity"].values()):
-            files += P.plot_groups(report["by_dynamicity"], out, "by_dynamicity", "future events")
-    report["files"] = [str(f) for f in files]
+            figures += P.plot_groups(report["by_dynamicity"], out, "by_dynamicity", "future events")
+    text = markdown(report)
+    if figures:
+        text = text.rstrip("\n") + "\n\n" + _figures_markdown(figures, out)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    report["files"] = [str(f) for f in [out / "report.json", out / "report.md", *figures]]
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     return report
 

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from ..parsing import FormatError, extract_action_object
+from ..report.fmt import money
 
 PREVIEW = 3000  # characters of long texts shown inline (the rest stays in the log)
 PROMPT = 20000  # characters of one prompt message or raw reply (prompts repeat the history at every call)
@@ -59,7 +60,7 @@ def _llm_entry(base: dict[str, Any], e: dict[str, Any], agent: str) -> dict[str,
     cost = e.get("cost_usd")
     call = {"model": e.get("model"), "latency_ms": e.get("latency_ms"), "input": usage.get("input", 0),
             "output": usage.get("output", 0), "cached": usage.get("cached_input"),
-            "cost": "unknown" if cost is None else f"${cost:.6f}", "response": _cut(e.get("response") or "", PROMPT),
+            "cost": money(cost), "response": _cut(e.get("response") or "", PROMPT),
             "messages": [{"role": m.get("role", "?"), "content": _cut(_content(m.get("content")), PROMPT)}
                          for m in e.get("messages") or []],
             "malformed": d["action"] is None and not e.get("error"), "retries": len(e.get("retries") or [])}
