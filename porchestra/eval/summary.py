@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -47,26 +48,28 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _fmt(v: Any, money: bool = False) -> str:
-    if v is None:
-        return "—" if not money else "unknown"
-    if money:
-        return f"${v:.4f}"
-    if isinstance(v, float):
-        return f"{v:.3f}"
-    return str(v)
+    from ..report import fmt  # one number format for every table
+
+    return fmt.money(v) if money else fmt.num(v)
+
+
+def _pct(v: float | None) -> str:
+    from ..report import fmt
+
+    return fmt.pct(v)
 
 
 def summary_table(summary: dict[str, Any], title: str = "eval summary") -> Table:
-    t = Table(title=title)
+    t = Table(title=escape(title))
     t.add_column("category", no_wrap=True)
     for col in ("n", "success", "infra", "cost", "orch / comm / exec", "tokens in/out", "steps"):
         t.add_column(col, no_wrap=True)
     rows = [("overall", summary["overall"])] + list(summary["by_category"].items())
     for name, b in rows:
         c = b["cost_by_component"]
-        rate = "—" if b["success_rate"] is None else f"{100 * b['success_rate']:.1f}%"
+        rate = _pct(b["success_rate"])
         split = " / ".join(_fmt(c[k], True) for k in ("orchestration", "communication", "execution"))
-        t.add_row(name, str(b["tasks"]), rate, str(b["infra_errors"]), _fmt(b["cost_usd"], True), split,
+        t.add_row(escape(name), str(b["tasks"]), rate, str(b["infra_errors"]), _fmt(b["cost_usd"], True), split,
                   f"{b['tokens_input']}/{b['tokens_output']}", _fmt(b["mean_steps"]))
     return t
 
@@ -76,7 +79,7 @@ def to_markdown(summary: dict[str, Any], title: str) -> str:
              "communication | execution | tokens in/out | mean steps |", "|" + "---|" * 10]
     for name, b in [("overall", summary["overall"])] + list(summary["by_category"].items()):
         c = b["cost_by_component"]
-        rate = "—" if b["success_rate"] is None else f"{100 * b['success_rate']:.1f}%"
+        rate = _pct(b["success_rate"])
         lines.append(f"| {name} | {b['tasks']} | {rate} | {b['infra_errors']} | {_fmt(b['cost_usd'], True)} | "
                      f"{_fmt(c['orchestration'], True)} | {_fmt(c['communication'], True)} | "
                      f"{_fmt(c['execution'], True)} | {b['tokens_input']}/{b['tokens_output']} | "

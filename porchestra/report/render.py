@@ -6,16 +6,13 @@ from typing import Any
 
 from ..analysis.breakdown import column_order
 from ..analysis.grouping import group_order
+from . import fmt
 
 
 def _f(v: Any, pct: bool = False, money: bool = False) -> str:
     if v is None:
-        return "–"
-    if pct:
-        return f"{100 * v:.1f}%"
-    if money:
-        return f"{v:.4f}"
-    return f"{v:g}" if isinstance(v, (int, float)) else str(v)
+        return fmt.MISSING
+    return fmt.pct(v) if pct else fmt.money(v) if money else fmt.num(v)
 
 
 def tables(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -73,11 +70,13 @@ def print_rich(report: dict[str, Any], console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from rich.markup import escape
+
     console = console or Console()
-    for title, header, rows in tables(report):
-        t = Table(title=title)
+    for title, header, rows in tables(report):  # labels like `[gold]` are text, not rich markup
+        t = Table(title=escape(title))
         for h in header:
-            t.add_column(h)
+            t.add_column(escape(h))
         for row in rows:
-            t.add_row(*row)
+            t.add_row(*(escape(c) for c in row))
         console.print(t)
