@@ -88,3 +88,20 @@ def test_one_directory_with_several_configurations_is_split(runs, tmp_path):
     rep = build_report([mixed])
     assert sorted(c["label"] for c in rep["configs"]) == ["mixed[proactive-evidence]", "mixed[proactive]"]
     assert rep["ablations"][0]["full"] == "mixed[proactive]"
+
+
+def test_markup_labels_survive_and_report_md_embeds_figures(runs, tmp_path):
+    pytest.importorskip("matplotlib", reason="porchestra[plots] not installed")
+    from rich.console import Console
+
+    from porchestra.report.render import print_rich
+
+    report = write_report([runs["proactive"], runs["aorchestra"]], tmp_path / "rep", labels=["[gold]", "[b]x[/b]"])
+    console = Console(record=True, width=200)
+    print_rich(report, console)
+    text = console.export_text()
+    assert "[gold]" in text and "[b]x[/b]" in text  # text, not rich markup
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "![Success vs cost](pareto.png)" in md and "[SVG](pareto.svg)" in md
+    assert (tmp_path / "rep" / "pareto.png").is_file()
+    assert "$0.2820" in md  # one money format: $ and four decimals
