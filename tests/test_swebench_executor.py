@@ -89,6 +89,23 @@ def test_grade_official_runs_the_harness_and_reads_its_report(tmp_path):
     assert report["resolved"] is True and report["stage"] == "official"
 
 
+def test_grade_official_hands_a_swebench5_record_to_the_harness_as_a_local_dataset(tmp_path):
+    seen = []
+
+    def runner(argv, timeout):
+        seen.append(argv)
+        return CommandResult(output="no daemon", exit_code=1)
+
+    record = {"instance_id": "a__b-1", "repo": "a/b", "image": "swebench/sweb.eval.x86_64.a_1776_b-1:latest",
+              "eval_script": "#!/bin/bash\n: '>>>>> Start Test Output'\npytest -rA t.py\n: '>>>>> End Test Output'\n",
+              "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail", "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]"}
+    report = grade_official(record, "diff --git a/x b/x\n", dataset="SWE-bench/SWE-bench_Verified", run_id="r2",
+                            workdir=tmp_path, runner=runner)
+    local = seen[0][seen[0].index("--dataset_name") + 1]
+    assert local == str(tmp_path / "dataset.json") and json.loads((tmp_path / "dataset.json").read_text()) == [record]
+    assert report["resolved"] is False and report["error"] == "the official harness wrote no report"
+
+
 def test_patch_helpers():
     patch = ("diff --git a/p/a.py b/p/a.py\n--- a/p/a.py\n+++ b/p/a.py\n@@ -1 +1 @@\n-x\n+y\n"
              "diff --git a/t/new.py b/t/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/t/new.py\n@@ -0,0 +1 @@\n+z\n")

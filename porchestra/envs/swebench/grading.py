@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .executor import CommandResult, Executor, Runner, subprocess_runner
-from .spec import log_parser_name, test_command, test_directives
+from .spec import get_test_command, get_test_directives, log_parser_name
 from .swebench_import import GradingUnavailable, swebench_module
 
 # swebench infra_failure reasons that end a row as an infrastructure error (retried, counted apart)
@@ -34,7 +34,7 @@ INFRA_AMBIGUOUS = ("missing_module", "no_tests_collected")
 
 def split_test_files(test_patch: str) -> list[str]:
     """Files a test patch touches (applied and reset like the official eval script; the runner gets
-    only the test files among them: `spec.test_directives`)."""
+    only the test files among them: `spec.get_test_directives`)."""
     return list(dict.fromkeys(f.strip() for f in re.findall(r"^diff --git a/.* b/(.*)$", test_patch, re.M)))
 
 
@@ -128,11 +128,11 @@ def grade_local(instance: dict[str, Any], patch: str, make_executor: Callable[[]
         if tests.exit_code != 0:
             report = eval_report(instance, patch, f"{const.APPLY_PATCH_FAIL}\n" + tests.output)
             return {**report, "stage": "apply_test_patch", "log": tests.output[-4000:]}
-        command = test_command(instance)
+        command = get_test_command(instance)
         res = executor.run_full(command, timeout)
         log = framed_log(res.output, res.exit_code, timeout if res.timed_out else None)
         report = eval_report(instance, patch, log)
-        extra: dict[str, Any] = {"stage": "tests", "test_command": command, "test_directives": test_directives(instance),
+        extra: dict[str, Any] = {"stage": "tests", "test_command": command, "test_directives": get_test_directives(instance),
                                  "log_chars": len(log), "log": log[-8000:]}
         if network_reason(log):
             extra["network_needed"] = True

@@ -52,7 +52,7 @@ class InstallSpec(BaseModel):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def test_directives(instance: dict[str, Any]) -> list[str]:
+def get_test_directives(instance: dict[str, Any]) -> list[str]:
     """swebench's rule: the files the test patch touches, minus non-test files (data, docs)."""
     non_test = tuple(swebench_module("constants").NON_TEST_EXTS)
     files = re.findall(r"^diff --git a/.* b/(.*)$", instance.get("test_patch") or "", re.M)
@@ -90,14 +90,14 @@ def eval_script_command(eval_script: str) -> str | None:
     return "\n".join(body) or None
 
 
-def test_command(instance: dict[str, Any]) -> str:
+def get_test_command(instance: dict[str, Any]) -> str:
     if instance.get("test_cmd"):
         cmd = str(instance["test_cmd"])
     elif instance.get("eval_script") and (found := eval_script_command(instance["eval_script"])):
         cmd = found
     else:
         runner = _RUNNERS.get(instance.get("repo", ""), "pytest -rA")
-        cmd = " ".join([runner, *(shlex.quote(d) for d in test_directives(instance))])
+        cmd = " ".join([runner, *(shlex.quote(d) for d in get_test_directives(instance))])
     # pytest's cache would be written into the checkout; nothing of a test run may outlive it
     if _PYTEST.search(cmd) and "no:cacheprovider" not in cmd:
         cmd = _PYTEST.sub(lambda m: m.group(0).rstrip() + " -p no:cacheprovider" + m.group(4), cmd, count=1)
@@ -117,5 +117,5 @@ def install_spec(instance: dict[str, Any], options: dict[str, Any]) -> InstallSp
     return InstallSpec()
 
 
-__all__ = ["InstallSpec", "eval_script_command", "install_spec", "log_parser_name", "test_command",
-           "test_directives"]
+__all__ = ["InstallSpec", "eval_script_command", "install_spec", "log_parser_name", "get_test_command",
+           "get_test_directives"]
