@@ -17,6 +17,7 @@ from typing import Any
 
 from .agents import Orchestrator, Worker
 from .context import RunContext
+from .effects import CloseWorker, Continue, Effect, EndRun, ReviseWorker, StartWorkers, as_effect
 from .config import RunConfig
 from .envs.base import Environment, Task
 from .harness import (DecisionError, apply_revision, harness_from_delegation, with_state_handoff,
@@ -26,7 +27,7 @@ from .models.gateway import Gateway
 from .policies.base import ControlPolicy
 from .prompting import PromptSet
 from .protocol import (DelegateBatch, DelegateTask, EndTask, Handoff, Report, ReviseTask, Terminate,
-                       ToolCall, Wait)
+                       ToolCall)
 from .runtime_view import orchestrator_vars, render_report, tools_text
 from .tools.base import Tool, ToolResult
 
@@ -115,13 +116,14 @@ class Runtime:
         return self.orchestrator.decide(self.ctx, handoff, allowed, lambda d: self.validate(d, handoff))
 
     # --- decisions: validate (no side effects), then execute ---------------------------------------
-    def validate(self, d: Any, handoff: Handoff | None) -> Any:
+    def validate(self, d: Any, handoff: Handoff | None) -> Effect:
         if isinstance(d, DelegateTask):
-            return [self._validate_delegation(d, extra=0)]
+            return StartWorkers((self._validate_delegation(d, extra=0),), d.reasoning)
         if isinstance(d, DelegateBatch):
             if not d.tasks:
                 raise DecisionError("delegate_tasks needs at least one task")
-            return [self._validate_delegation(t, extra=i) for i, t in enumerate(d.tasks)]
+            return StartWorkers(tuple(self._validate_delegation(t, extra=i) for i, t in enumerate(d.tasks)),
+                                d.reasoning)
         if isinstance(d, (ReviseTask, Terminate)):
             w = self.workers.get(d.worker_id) if d.worker_id else self.revisable_worker(handoff)
             if w is None or w.status != "paused":
@@ -129,9 +131,9 @@ class Runtime:
             if isinstance(d, ReviseTask):
                 if d.executor.operation == "replace":
                     self._check_model(d.executor.model)
-                return w, apply_revision(w.harness, d, self.tool_names(), self.ablate)
-            return w
-        return None  # EndTask / Wait need no validation
+                return ReviseWorker(d, w, apply_revision(w.harness, d, self.tool_names(), self.ablate))
+            return CloseWorker(w, d.reason or d.reasoning or "terminated by the orchestrator")
+        return as_effect(d, None)  # EndTask / Wait need no validation
 
     def _validate_delegation(self, d: DelegateTask, extra: int):
         if len(self.workers) + extra >= self.cfg.budgets.max_workers:
@@ -145,11 +147,13 @@ class Runtime:
         if name is not None and name not in names and name not in names.values():
             raise DecisionError(f"unknown model {name!r}; available models: {', '.join(names)}")
 
-    def execute(self, d: Any, plan: Any, handoff: Handoff | None) -> EndTask | None:
+    def execute(self, effect: Effect, handoff: Handoff | None) -> EndTask | None:
+        """The one place a decision changes the run: workers start, are revised or end; the task ends."""
         if handoff is not None:
             w = self.workers[handoff.worker_id]
             self.memory.append(render_report(w, handoff, self.ablate))
-        if isinstance(d, (DelegateTask, DelegateBatch)):
+        if isinstance(effect, StartWorkers):
+            plan = effect.harnesses
             parent, report = (handoff.worker_id, handoff.report) if handoff is not None else (None, None)
             scope = report.task_scope.operation if report is not None else None
             handoff_state = report is not None and report.resource.object == "state_handoff"
@@ -159,19 +163,20 @@ class Runtime:
                 self._close(self.workers[parent], why)
             for harness in plan:  # each child's delegate event names its parent (lineage)
                 self._start_worker(with_state_handoff(harness, parent, report) if handoff_state else harness,
-                                   fresh_attempt=True, reasoning=d.reasoning, parent=parent,
+                                   fresh_attempt=True, reasoning=effect.reasoning, parent=parent,
                                    lineage="decompose" if scope == "decompose" else None)
-        elif isinstance(d, ReviseTask):
-            self._revise(d, *plan)
-        elif isinstance(d, Terminate):
-            self._close(plan, d.reason or d.reasoning or "terminated by the orchestrator", by="orchestrator")
-        elif isinstance(d, EndTask):
+        elif isinstance(effect, ReviseWorker):
+            self._revise(effect.revision, effect.worker, effect.outcome)
+        elif isinstance(effect, CloseWorker):
+            self._close(effect.worker, effect.reason, by="orchestrator")
+        elif isinstance(effect, EndRun):
+            d = effect.end
             key = {"complete": "answer", "finalize_task": "message", "submit": "submission"}[d.action]
             value = d.answer if d.action == "complete" else d.message if d.action == "finalize_task" else d.reason
             self.log.emit("complete", "orchestrator", None, action=d.action, reasoning=d.reasoning, **{key: value})
             return d
-        elif not isinstance(d, Wait):
-            raise TypeError(f"unknown decision {d!r}")
+        elif not isinstance(effect, Continue):
+            raise TypeError(f"unknown effect {effect!r}")
         return None
 
     def _start_worker(self, harness: Any, fresh_attempt: bool, replaces: str | None = None,
@@ -304,7 +309,7 @@ class Runtime:
                 self.poll_notifications(None)
             handoff = pending.popleft() if pending else None
             decision, plan = self.policy.decide(self.ctx, handoff)
-            end = self.execute(decision, plan, handoff)
+            end = self.execute(as_effect(decision, plan), handoff)
             if end is not None:
                 next_message = self.env.end_turn(end)
                 if next_message is None:

@@ -140,3 +140,34 @@ def test_policies_and_agents_get_the_narrow_context(tmp_path, ledger_task):
     with pytest.raises(TypeError):
         ctx.workers["worker-9"] = None  # read-only: workers start only through the runtime
     assert isinstance(ctx.updates, tuple) and ctx.env.end_action == "complete"
+
+
+def test_decisions_validate_to_typed_effects(tmp_path, ledger_task):
+    from porchestra.effects import CloseWorker, Continue, EndRun, StartWorkers, as_effect
+    from porchestra.protocol import DelegateBatch, DelegateTask, EndTask, Terminate, Wait
+
+    seen: list = []
+    from porchestra.policies.proactive import ProactivePolicy
+
+    class Spy(ProactivePolicy):
+        def decide(self, rt, handoff):
+            d, effect = super().decide(rt, handoff)
+            seen.append(effect)
+            if isinstance(d, DelegateTask):  # what validation gives for other decisions, at this state
+                batch = rt.validate(DelegateBatch(tasks=[d, d]), None)
+                assert isinstance(batch, StartWorkers) and len(batch) == 2 and batch[0].subgoal == d.task_instruction
+            return d, effect
+
+    m = Models(ScriptedModel([delegate("buy", ["buy", "total"]), complete("8")]),
+               {"default": ScriptedModel([call("buy", item="apple"), call("buy", item="pear"), report("finish", "8")])})
+    cfg = RunConfig(orchestrator_model="scripted:o.json", worker_model="scripted:w.json")
+    assert run_task(ledger_task, LedgerEnv(), cfg, out_dir=tmp_path, models=m, policy=Spy()).success
+    start, end = seen
+    assert isinstance(start, StartWorkers) and start.harnesses[0].tools == ["buy", "total"]
+    assert isinstance(end, EndRun) and end.end.answer == "8"
+    # plans a policy builds itself are read in one place
+    assert isinstance(as_effect(Wait(), None), Continue)
+    assert as_effect(Terminate(reason="r"), "w") == CloseWorker("w", "r")
+    assert as_effect(EndTask(answer="1"), None) == EndRun(EndTask(answer="1"))
+    with pytest.raises(TypeError):
+        as_effect(object(), None)
