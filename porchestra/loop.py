@@ -53,6 +53,7 @@ class Runtime:
         self.ablate = frozenset(cfg.ablate)
         self.tool_layer: Any = env  # fault injection wraps this (same `tools`/`execute` signatures)
         self.policy_state: dict[str, Any] = {}  # per-task state of the control policy (plans, rounds)
+        self.tool_layer = policy.wrap_tools(self.tool_layer, env, self.policy_state)  # e.g. candidate workspaces
         self.pending: deque[Handoff] = deque()  # handoffs waiting for a decision, oldest first
         self._inflight: dict[str, Future] = {}  # worker id → its thread (parallel policies only)
         self._pool: ThreadPoolExecutor | None = None

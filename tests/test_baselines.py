@@ -138,3 +138,16 @@ def test_mini_swe_format_errors_and_answers():
         except FormatError:
             continue
         raise AssertionError(f"accepted {bad!r}")
+
+
+def test_mas2_rectifier_can_replace_the_rest_of_the_workflow(tmp_path, cfg, ledger_task):
+    replan = delegate_batch(("NEW node: buy a pear and total", ["buy", "total"]))
+    work = [jcall("buy", item="apple"), report("stop", "wrong tools for this node"),
+            jcall("buy", item="pear"), jcall("total"), report("finish", "total 8")]
+    r = run_task(ledger_task, LedgerEnv(), cfg, out_dir=tmp_path,
+                 models=models([PLAN, replan, complete("8")], work), policy=Mas2Policy())
+    ev = events_of(r.events_path)
+    assert of(ev, "rectify")[0]["decision"] == "delegate_tasks"
+    assert [d["harness"]["subgoal"] for d in of(ev, "delegate")] == ["node one: buy an apple",
+                                                                    "NEW node: buy a pear and total"]
+    assert r.success is True

@@ -32,6 +32,11 @@ class ControlPolicy:
     worker_templates: tuple[str, str] = ("worker_system.j2", "worker_task.j2")
     parse_worker: Any = None  # None: the environment's worker format; else f(rt, text, comm) -> action
 
+    def wrap_tools(self, layer: Any, env: Any, state: dict[str, Any]) -> Any:
+        """The tool layer this policy's workers use (called once per task by the runtime); default:
+        unchanged. `state` is the task's policy_state (orchestra-o1 keeps its candidate workspaces)."""
+        return layer
+
     def orchestrator_actions(self, rt: "Runtime", handoff: Handoff | None) -> list[str]:
         actions = ["delegate_task"]
         if handoff is not None and handoff.report is not None and handoff.report.task_scope.operation == "decompose":

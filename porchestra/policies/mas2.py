@@ -86,7 +86,7 @@ class Mas2Policy(ControlPolicy):
         batch, harnesses = self.generate(rt)
         harnesses = self.implement(rt, batch, harnesses)
         st = rt.policy_state
-        st.update(plan=harnesses, tasks=batch.tasks, next=0, rectified=0, results=[])
+        st.update(plan=list(harnesses), tasks=list(batch.tasks), next=0, rectified=0, results=[])
         rt.log.emit("plan", "orchestrator", None, subtasks=[h.model_dump() for h in harnesses], mode=self.name)
 
     # --- running the workflow ---------------------------------------------------------------------
@@ -114,7 +114,7 @@ class Mas2Policy(ControlPolicy):
         d, plan = ask_with_template(rt, "mas2_rectifier.j2", variables, allowed, lambda x: rt.validate(x, handoff))
         rt.log.emit("rectify", "orchestrator", None, condition=why, worker=w.id, decision=d.action)
         if isinstance(d, DelegateBatch):  # a new rest of the workflow, run node by node
-            st["plan"] = st["plan"][: st["next"]] + plan
+            st["plan"] = st["plan"][: st["next"]] + list(plan)
             st["tasks"] = st["tasks"][: st["next"]] + list(d.tasks)
             return self.node(rt, st["next"])  # executing it closes the paused node (superseded)
         if isinstance(d, DelegateTask):  # the failed node is replaced by a new agent

@@ -56,7 +56,7 @@ class FixedWorkflowPolicy(ControlPolicy):
         st = rt.policy_state
         if "plan" not in st:
             batch, harnesses = self.draft(rt)
-            st["plan"], st["tasks"], st["next"] = harnesses, batch.tasks, 0
+            st["plan"], st["tasks"], st["next"] = list(harnesses), list(batch.tasks), 0
             rt.log.emit("plan", "orchestrator", None, subtasks=[h.model_dump() for h in harnesses], mode=self.name)
         if handoff is not None:
             w = rt.workers[handoff.worker_id]

@@ -1,0 +1,56 @@
+"""Orchestra-o1 on a SWE-style fixture: the candidates of a round are independent (each its own clean
+checkout, even when they run at once), and a recorded selection step decides the graded patch."""
+
+import json
+
+import pytest
+from conftest import events_of
+from policy_helpers import RoutedModel, of
+
+pytest.importorskip("swebench")
+
+from porchestra.envs.swebench import SWEBenchBenchmark  # noqa: E402
+from porchestra.models.scripted import ScriptedModel  # noqa: E402
+from porchestra.policies.rounds import OrchestraO1Policy  # noqa: E402
+from porchestra.run import Models, run_task  # noqa: E402
+
+
+def cmd(c: str) -> str:
+    return f"DISCUSSION\nnext\nCOMMAND\n{c}"
+
+
+def finish(state: str) -> str:
+    body = {"state": state, "action": {"type": "finish"}, "evidence": {"summary": state}}
+    return f"DISCUSSION\ndone\nCOMMAND\nfinish {json.dumps(body)}"
+
+
+def candidate(tag: str) -> list[str]:
+    return [cmd(f"echo {tag} >> README.md && echo {tag} > cand_{tag}.txt"), cmd("ls; git status --short"),
+            finish(f"candidate {tag} written")]
+
+
+@pytest.mark.parametrize("pick", ["worker-1", "worker-2"])
+def test_o1_candidates_are_isolated_and_the_selection_is_graded(tmp_path, cfg, pick):
+    task = SWEBenchBenchmark().load_tasks({"instances": "fixtures"})[1]
+    env = SWEBenchBenchmark().make_env(task, {})
+    round_ = json.dumps({"action": "delegate_tasks", "reasoning": "two independent candidates", "params": {
+        "tasks": [{"task_instruction": "candidate alpha", "context": "", "tools": ["bash"]},
+                  {"task_instruction": "candidate beta", "context": "", "tools": ["bash"]}]}})
+    select = json.dumps({"action": "select", "reasoning": "better", "params": {"candidate": pick}})
+    submit = json.dumps({"action": "submit", "reasoning": "selected", "params": {"reason": "selected patch"}})
+    orch = ScriptedModel([round_, select, submit], name="scripted:orchestrator")
+    workers = RoutedModel({"candidate alpha": candidate("alpha"), "candidate beta": candidate("beta")})
+    r = run_task(task, env, cfg.model_copy(update={"env": "swebench"}), out_dir=tmp_path,
+                 models=Models(orch, {"default": workers}), policy=OrchestraO1Policy())
+    ev = events_of(r.events_path)
+    ls = {e["agent_id"]: e["output"]["text"] for e in of(ev, "tool_call") if e["args"]["command"].startswith("ls")}
+    assert "cand_alpha.txt" in ls["worker-1"] and "cand_beta.txt" not in ls["worker-1"]
+    assert "cand_beta.txt" in ls["worker-2"] and "cand_alpha.txt" not in ls["worker-2"]
+    (sel,) = of(ev, "select")
+    assert sel["chosen"] == pick and sel["llm_call"] is True
+    assert [c["worker_id"] for c in sel["candidates"]] == ["worker-1", "worker-2"]
+    assert [c.get("template") for c in of(ev, "llm_call", role="orchestrator")][1] == "o1_select.j2"
+    end = of(ev, "task_end")[0]
+    patch = json.dumps(end)
+    mine, other = ("alpha", "beta") if pick == "worker-1" else ("beta", "alpha")
+    assert f"cand_{mine}.txt" in patch and f"cand_{other}.txt" not in patch  # the graded patch
