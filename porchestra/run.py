@@ -142,7 +142,8 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
         log.close()
         raise
     totals = compute_totals(log.events)
-    infra_end = reason.startswith("model_error") or (score.reason or "").startswith("checker error")
+    # a checker whose own environment failed (a crash, or e.g. swebench's infra_failure reasons: "infra: ...")
+    infra_end = reason.startswith("model_error") or (score.reason or "").startswith(("checker error", "infra"))
     infra = {"infra_error": True} if infra_end else {}
     log.emit("task_end", success=score.success, score=score.score, reason=reason,
              check=score.reason, check_details=score.details, totals=totals, **infra)
