@@ -139,7 +139,8 @@ class Orchestrator:
         component = ("communication" if handoff is not None and handoff.report is not None
                      and handoff.report.type == "revise" else "orchestration")
         schema = orchestrator_schema(allowed, ctx.tool_names(), list(ctx.cfg.worker_model_names()), ctx.env.end_action,
-                                     worker_ids=[w.id for w in ctx.workers.values() if w.status == "paused"])
+                                     worker_ids=[w.id for w in ctx.workers.values() if w.status == "paused"],
+                                     end_field=ctx.env.end_field)
         handoff_info = None if handoff is None else {
             "worker_id": handoff.worker_id, "kind": handoff.kind,
             "report_type": handoff.report.type if handoff.report else None}

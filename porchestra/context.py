@@ -67,6 +67,9 @@ class EnvView:
     def worker_format(self) -> Any:
         return self._env.worker_format
 
+    def end_decision(self, value: str | None, reasoning: str = "") -> Any:
+        return self._env.end_decision(value, reasoning)
+
     def prompt_vars(self) -> dict[str, Any]:
         return self._env.prompt_vars()
 
@@ -217,7 +220,7 @@ def ask_until_valid(ctx: RunContext, model: Any, build: Callable[[], tuple[list[
         call = ctx.gateway.call(model, list(messages) + corrections, role="orchestrator", agent_id="orchestrator",
                                 defer=True, schema=schema, **(call_fields or {}))
         try:
-            decision = parse_decision(call.text, set(allowed))
+            decision = parse_decision(call.text, set(allowed), (ctx.env.end_action,))
             effect = validate(decision)
         except (FormatError, DecisionError) as e:
             ctx.gateway.record(call, component, decision=None, **record_fields)

@@ -172,9 +172,8 @@ class Runtime:
             self._close(effect.worker, effect.reason, by="orchestrator")
         elif isinstance(effect, EndRun):
             d = effect.end
-            key = {"complete": "answer", "finalize_task": "message", "submit": "submission"}[d.action]
-            value = d.answer if d.action == "complete" else d.message if d.action == "finalize_task" else d.reason
-            self.log.emit("complete", "orchestrator", None, action=d.action, reasoning=d.reasoning, **{key: value})
+            self.log.emit("complete", "orchestrator", None, action=d.action, reasoning=d.reasoning,
+                          **{complete_key(self.env.end_field): self.env.end_value(d)})
             return d
         elif not isinstance(effect, Continue):
             raise TypeError(f"unknown effect {effect!r}")
@@ -318,6 +317,12 @@ class Runtime:
                 self.updates.append(f"New user message: {next_message}")
                 continue
             self._resume(pending)
+
+
+def complete_key(end_field: str) -> str:
+    """The `complete` event's key for the end value: the environment's end_field, except SWE-bench's
+    `reason`, logged as `submission` since event log v1 (the log never renames a field)."""
+    return "submission" if end_field == "reason" else end_field
 
 
 class Models:

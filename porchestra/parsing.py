@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from pydantic import ValidationError
 
@@ -102,8 +102,9 @@ def _params(obj: dict[str, Any], key: str = "params") -> dict[str, Any]:
 # --- orchestrator ------------------------------------------------------------------------------
 
 
-def parse_decision(text: str, allowed: set[str] | None = None) -> Decision:
-    """Orchestrator output → Decision. `allowed` restricts the action names (policies, ablations)."""
+def parse_decision(text: str, allowed: set[str] | None = None, end_actions: Iterable[str] = END_ACTIONS) -> Decision:
+    """Orchestrator output → Decision. `allowed` restricts the action names (policies, ablations);
+    `end_actions` are the names read as the end action (the environment's own, plus the built-in ones)."""
     obj = extract_action_object(text)
     action = obj.get("action")
     if not isinstance(action, str):
@@ -119,7 +120,7 @@ def parse_decision(text: str, allowed: set[str] | None = None) -> Decision:
         return _validate(ReviseTask, {**base, **params}, "revise_task params")
     if action == "terminate":
         return _validate(Terminate, {**base, **params}, "terminate params")
-    if action in END_ACTIONS:
+    if action in END_ACTIONS or action in end_actions:
         return _validate(EndTask, {**base, "action": action, **params}, f"{action} params")
     if action == "delegate_tasks":
         return _validate(DelegateBatch, {**base, **params}, "delegate_tasks params")

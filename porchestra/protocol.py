@@ -128,13 +128,22 @@ class Terminate(BaseModel):
 
 
 class EndTask(BaseModel):
-    """complete (GAIA: answer) | finalize_task (GAIA2: message) | submit (SWE-bench)."""
+    """The orchestrator's end action. Which action and which `params` field carries its value belong
+    to the environment (`Environment.end_action` / `end_field`): complete/answer (GAIA, τ², BFCL),
+    finalize_task/message (GAIA2), submit/reason (SWE-bench), or a plugin's own (kept as an extra field)."""
 
-    action: Literal["complete", "finalize_task", "submit"] = "complete"
+    model_config = ConfigDict(extra="allow")
+
+    action: str = "complete"
     reasoning: str = ""
     answer: str | None = None
     message: str | None = None
     reason: str | None = None
+
+    def value(self, field: str) -> str | None:
+        """The end action's value under `field` (the environment's `end_field`)."""
+        v = getattr(self, field, None) if field in type(self).model_fields else (self.model_extra or {}).get(field)
+        return None if v is None else str(v)
 
 
 class DelegateBatch(BaseModel):

@@ -73,12 +73,6 @@ def _configured_models(cfg: RunConfig) -> dict[str, Any]:
             "workers": {k: {"name": s, "spec": s} for k, s in cfg.worker_model_names().items()}}
 
 
-def _end_answer(end: EndTask | None) -> str | None:
-    if end is None:
-        return None
-    return end.answer if end.action == "complete" else end.message if end.action == "finalize_task" else end.reason
-
-
 def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Path,
              models: Models | None = None, policy: ControlPolicy | None = None,
              run_id: str | None = None, listeners: Iterable[Listener] = (),
@@ -148,6 +142,6 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
     log.emit("task_end", success=score.success, score=score.score, reason=reason,
              check=score.reason, check_details=score.details, totals=totals, **infra)
     log.close()
-    answer = _end_answer(end)  # results rows and summaries are written from this: no keys in it
+    answer = env.end_value(end)  # results rows and summaries are written from this: no keys in it
     return TaskResult(task.id, score.success, score.score, redactor.redact_text(reason),
                       None if answer is None else redactor.redact_text(answer), totals, out / "events.jsonl")

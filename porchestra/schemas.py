@@ -56,7 +56,8 @@ def worker_schema(tools: list[Tool], comm_actions: list[str], ablate: set[str] |
 
 
 def orchestrator_schema(allowed: list[str], tool_names: list[str], model_names: list[str],
-                        end_action: str, worker_ids: list[str] | None = None) -> dict[str, Any]:
+                        end_action: str, worker_ids: list[str] | None = None,
+                        end_field: str | None = None) -> dict[str, Any]:
     """`worker_ids`: the paused workers a revise_task / terminate may name (worker_id is offered when
     there are any; the runtime picks the handoff's worker when it is left out)."""
     tools_arr = {"type": "array", "items": {"enum": tool_names} if tool_names else _STR}
@@ -94,7 +95,7 @@ def orchestrator_schema(allowed: list[str], tool_names: list[str], model_names: 
                                                                if worker_ids else {})}, ["reason"])},
                             ["action", "reasoning", "params"]))
     if end_action in allowed:
-        key = {"complete": "answer", "finalize_task": "message", "submit": "reason"}[end_action]
+        key = end_field or "answer"  # the environment's end_field
         options.append(_obj({"action": {"const": end_action}, "reasoning": _STR,
                              "params": _obj({key: _STR}, [key])}, ["action", "reasoning", "params"]))
     return {"anyOf": options}

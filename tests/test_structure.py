@@ -171,3 +171,31 @@ def test_decisions_validate_to_typed_effects(tmp_path, ledger_task):
     assert as_effect(EndTask(answer="1"), None) == EndRun(EndTask(answer="1"))
     with pytest.raises(TypeError):
         as_effect(object(), None)
+
+
+def test_the_environment_owns_its_end_action_and_field(tmp_path, ledger_task):
+    class Ledger(LedgerEnv):
+        end_action, end_field = "report_total", "total"
+
+        def evaluate(self, end):
+            from porchestra.envs.base import Score
+
+            ok = end is not None and self.end_value(end) == "8" and sorted(self.ledger) == ["apple", "pear"]
+            return Score(success=ok)
+
+    end = json.dumps({"action": "report_total", "reasoning": "done", "params": {"total": "8"}})
+    m = Models(ScriptedModel([delegate("buy", ["buy", "total"]), end]),
+               {"default": ScriptedModel([call("buy", item="apple"), call("buy", item="pear"), report("finish", "8")])})
+    cfg = RunConfig(orchestrator_model="scripted:o.json", worker_model="scripted:w.json")
+    r = run_task(ledger_task, Ledger(), cfg, out_dir=tmp_path, models=m)
+    assert r.success is True and r.answer == "8"
+    from porchestra.log.schema import CompleteEvent, LLMCallEvent, read_events
+
+    ev = read_events(r.events_path)
+    (done,) = [e for e in ev if isinstance(e, CompleteEvent)]
+    assert done.action == "report_total" and done["total"] == "8"
+    from porchestra.schemas import orchestrator_schema
+
+    opts = orchestrator_schema(["report_total"], ["buy"], ["default"], "report_total", end_field="total")["anyOf"]
+    assert opts[-1]["properties"]["params"]["required"] == ["total"]
+    assert [e.decision for e in ev if isinstance(e, LLMCallEvent) and e.role == "orchestrator"][-1] == "report_total"

@@ -39,6 +39,7 @@ class Environment:
     prompt_set: str = "general"  # directory under porchestra/prompts (or an absolute path)
     worker_format: str = "json"  # output wrapper of workers: json | thought_action | discussion_command
     end_action: str = "complete"  # the orchestrator's end action in this benchmark's prompt
+    end_field: str = "answer"  # the end action's `params` field that carries its value (answer, message, ...)
     default_budgets: dict[str, int] = {}  # e.g. {"global_steps": 500, "worker_steps": 50}
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -77,6 +78,14 @@ class Environment:
     def on_delegate(self, worker_id: str, fresh_attempt: bool) -> None:
         """A new worker starts. `fresh_attempt`: the benchmark's notion of a clean attempt
         (SWE-bench: a new container) — revisions and executor replacement never pass True."""
+
+    def end_decision(self, value: str | None, reasoning: str = "") -> EndTask:
+        """This environment's end action carrying `value` (for policies that end a task themselves)."""
+        return EndTask.model_validate({"action": self.end_action, "reasoning": reasoning, self.end_field: value or ""})
+
+    def end_value(self, end: EndTask | None) -> str | None:
+        """The value of an end action (the run's answer)."""
+        return None if end is None else end.value(self.end_field)
 
     def end_turn(self, end: EndTask) -> str | None:
         """The orchestrator ended the turn. Return the next user message to continue a multi-turn

@@ -33,12 +33,7 @@ def finish_answer(report: Report | None) -> str | None:
 
 
 def end_with(rt: "Runtime", answer: str | None, reasoning: str) -> EndTask:
-    action = rt.env.end_action
-    if action == "complete":
-        return EndTask(action=action, reasoning=reasoning, answer=answer or "")
-    if action == "finalize_task":
-        return EndTask(action=action, reasoning=reasoning, message=answer or "")
-    return EndTask(action=action, reasoning=reasoning, reason=answer or "submitting the current workspace")
+    return rt.env.end_decision(answer, reasoning)  # the environment owns its end action and field
 
 
 class ReactPolicy(ControlPolicy):

@@ -36,6 +36,7 @@ class Gaia2Env(Environment):
     prompt_set = "gaia2"
     worker_format = "thought_action"
     end_action = "finalize_task"
+    end_field = "message"
     default_budgets = {"global_steps": 300, "worker_steps": 30, "max_workers": 10}
 
     def __init__(self, judge: str = "scripted", think_time_s: float | None = None,

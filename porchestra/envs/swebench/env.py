@@ -32,6 +32,7 @@ class SWEBenchEnv(Environment):
     prompt_set = "swebench"
     worker_format = "discussion_command"
     end_action = "submit"
+    end_field = "reason"
     default_budgets = {"global_steps": 500, "worker_steps": 50}
 
     def __init__(self, options: dict[str, Any] | None = None):
