@@ -14,7 +14,7 @@ from typing import Any, Callable
 from .context import AgentFailed, RunContext, ask_until_valid
 from .log.events import truncate
 from .models.base import Model
-from .parsing import FormatError, parse_worker
+from .parsing import FormatError
 from .protocol import Decision, Handoff, Harness, Report, ToolCall
 from .runtime_view import tools_text
 from .schemas import orchestrator_schema, worker_schema
@@ -78,7 +78,7 @@ class Worker:
                                schema=worker_schema(tools, comm, rt.ablate))
         try:
             own = rt.policy.parse_worker  # a baseline with its own action format (mini-swe)
-            action = own(rt, call.text, set(comm)) if own else parse_worker(call.text, set(comm), rt.env.worker_format)
+            action = own(rt, call.text, set(comm)) if own else rt.env.parse_worker_output(call.text, set(comm))
         except FormatError as e:
             rt.gateway.record(call, "execution", action=None)
             rt.log.emit("format_error", self.id, "orchestrator", raw=call.text, error=str(e))

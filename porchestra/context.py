@@ -67,6 +67,9 @@ class EnvView:
     def worker_format(self) -> Any:
         return self._env.worker_format
 
+    def parse_worker_output(self, text: str, comm_actions: set[str]) -> Any:
+        return self._env.parse_worker_output(text, comm_actions)
+
     def end_decision(self, value: str | None, reasoning: str = "") -> Any:
         return self._env.end_decision(value, reasoning)
 

@@ -220,16 +220,24 @@ def parse_worker_discussion_command(text: str, comm_actions: set[str]) -> Worker
     return ToolCall(tool="bash", args={"command": command}, thought=discussion)
 
 
-WORKER_FORMATS: dict[str, Callable[[str, set[str]], WorkerAction]] = {
+WorkerParser = Callable[[str, set[str]], WorkerAction]
+
+# the wrappers porchestra's own benchmarks use, by name; an environment may give its own parser instead
+WORKER_FORMATS: dict[str, WorkerParser] = {
     "json": parse_worker_json,
     "thought_action": parse_worker_thought_action,
     "discussion_command": parse_worker_discussion_command,
 }
 
 
-def parse_worker(text: str, comm_actions: set[str], fmt: str = "json") -> WorkerAction:
+def parse_worker(text: str, comm_actions: set[str], fmt: str | WorkerParser = "json") -> WorkerAction:
+    """Worker output → ToolCall | Report. `fmt` is the environment's `worker_format`: a built-in
+    wrapper's name, or any callable `(text, comm_actions) -> ToolCall | Report` raising FormatError."""
+    if callable(fmt):
+        return fmt(text, comm_actions)
     try:
         parser = WORKER_FORMATS[fmt]
     except KeyError:
-        raise ValueError(f"unknown worker output format {fmt!r}; known: {sorted(WORKER_FORMATS)}") from None
+        raise ValueError(f"unknown worker output format {fmt!r}; known: {sorted(WORKER_FORMATS)} "
+                         "(or give a parser function)") from None
     return parser(text, comm_actions)

@@ -199,3 +199,31 @@ def test_the_environment_owns_its_end_action_and_field(tmp_path, ledger_task):
     opts = orchestrator_schema(["report_total"], ["buy"], ["default"], "report_total", end_field="total")["anyOf"]
     assert opts[-1]["properties"]["params"]["required"] == ["total"]
     assert [e.decision for e in ev if isinstance(e, LLMCallEvent) and e.role == "orchestrator"][-1] == "report_total"
+
+
+def test_a_benchmark_brings_its_own_worker_format(tmp_path, ledger_task):
+    from porchestra.parsing import FormatError
+    from porchestra.protocol import Report, ToolCall
+
+    class LineLedger(LedgerEnv):
+        """Workers write `CALL tool key=value` or `DONE state`."""
+
+        def parse_worker_output(self, text, comm_actions):
+            head, _, rest = text.strip().partition(" ")
+            if head == "CALL":
+                tool, *args = rest.split()
+                return ToolCall(tool=tool, args=dict(a.split("=", 1) for a in args))
+            if head == "DONE":
+                return Report(type="finish", state=rest)
+            raise FormatError("write CALL <tool> k=v or DONE <state>")
+
+    m = Models(ScriptedModel([delegate("buy", ["buy", "total"]), complete("8")]),
+               {"default": ScriptedModel(["hello", "CALL buy item=apple", "CALL buy item=pear", "DONE bought both"])})
+    cfg = RunConfig(orchestrator_model="scripted:o.json", worker_model="scripted:w.json")
+    r = run_task(ledger_task, LineLedger(), cfg, out_dir=tmp_path, models=m)
+    assert r.success is True
+    from porchestra.log.schema import FormatErrorEvent, ReportEvent, read_events
+
+    ev = read_events(r.events_path)
+    assert [e.error for e in ev if isinstance(e, FormatErrorEvent)] == ["write CALL <tool> k=v or DONE <state>"]
+    assert [e.state for e in ev if isinstance(e, ReportEvent)] == ["bought both"]

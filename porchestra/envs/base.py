@@ -11,7 +11,8 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, Field
 
-from ..protocol import EndTask, ToolCall
+from ..parsing import parse_worker
+from ..protocol import EndTask, Report, ToolCall
 from ..tools.base import Tool, ToolResult
 
 
@@ -37,7 +38,9 @@ class Environment:
 
     name: str = "base"
     prompt_set: str = "general"  # directory under porchestra/prompts (or an absolute path)
-    worker_format: str = "json"  # output wrapper of workers: json | thought_action | discussion_command
+    # how workers write their actions: a built-in wrapper (json | thought_action | discussion_command);
+    # a benchmark with its own format overrides `parse_worker_output` instead
+    worker_format: str = "json"
     end_action: str = "complete"  # the orchestrator's end action in this benchmark's prompt
     end_field: str = "answer"  # the end action's `params` field that carries its value (answer, message, ...)
     default_budgets: dict[str, int] = {}  # e.g. {"global_steps": 500, "worker_steps": 50}
@@ -78,6 +81,11 @@ class Environment:
     def on_delegate(self, worker_id: str, fresh_attempt: bool) -> None:
         """A new worker starts. `fresh_attempt`: the benchmark's notion of a clean attempt
         (SWE-bench: a new container) — revisions and executor replacement never pass True."""
+
+    def parse_worker_output(self, text: str, comm_actions: set[str]) -> ToolCall | Report:
+        """A worker's reply → its tool call or report; raise porchestra.parsing.FormatError (its
+        message is shown to the worker) when the reply is not a valid action in this benchmark's format."""
+        return parse_worker(text, comm_actions, self.worker_format)
 
     def end_decision(self, value: str | None, reasoning: str = "") -> EndTask:
         """This environment's end action carrying `value` (for policies that end a task themselves)."""
