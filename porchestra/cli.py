@@ -15,7 +15,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
-from .cli_support import mode_help
+from .cli_support import env_help, mode_help
 from .config import ConfigError, RunConfig, load_config
 from .envs.benchmark import BenchmarkError, load_benchmark
 from .models.registry import ModelSpecError
@@ -109,7 +109,7 @@ def _common_overrides(mode, orchestrator_model, worker_model, global_steps, work
 def run(
     task: str = typer.Argument(..., help="The task text, @FILE (JSON/YAML task: id, instruction, metadata), "
                                           "or a task id of the chosen --env benchmark."),
-    env: str = typer.Option("general", help="Environment / benchmark name."),
+    env: str = typer.Option("general", help=env_help()),
     orchestrator_model: Optional[str] = typer.Option(None, help="Model spec (default local:smollm2)."),
     worker_model: Optional[str] = typer.Option(None, help="Default worker model spec."),
     mode: Optional[str] = typer.Option(None, help=mode_help()),

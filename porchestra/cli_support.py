@@ -37,6 +37,14 @@ def mode_help() -> str:
             + ". NAME:ARG passes an argument, e.g. polling:5, orchestra-o1:3, proactive-concurrent:4.")
 
 
+def env_help() -> str:
+    """`run --env` help listing the installed benchmarks."""
+    from .envs.benchmark import available_benchmarks
+
+    names = sorted(set(available_benchmarks()) | {"general"})
+    return "Environment / benchmark: " + ", ".join(names) + ", or module:attr (default general)."
+
+
 def setup_logging(level: str | None) -> None:
     """`--log-level`: Python logging of porchestra and the libraries it drives, on stderr."""
     if level is None:
