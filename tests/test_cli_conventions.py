@@ -144,3 +144,17 @@ def test_ctrl_c_exits_130_with_a_hint(tmp_path, command):
         assert not (results.exists() and results.read_text().strip())  # the task stays to do
     else:
         assert "interrupted" in errs and (tmp_path / "run" / "events.jsonl").exists()
+
+
+def test_eval_display_shows_what_is_in_flight():
+    from rich.console import Console
+
+    from porchestra.envs.base import Task
+    from porchestra.eval.display import EvalDisplay
+
+    d = EvalDisplay(Console(file=open(os.devnull, "w")), "x", quiet=True)
+    d.on_start(Task(id="slow-task", instruction="."), 0)
+    d.on_start(Task(id="other", instruction="."), 1)
+    assert d.running_text().startswith("running: slow-task#t0 0s, other#t1")
+    d.on_row({"task_id": "slow-task", "trial": 0, "success": True, "cost_usd": None})
+    assert d.running_text() == "running: other#t1 0s" and d.stats["done"] == 1 and not d.stats["cost_known"]

@@ -118,6 +118,13 @@ def test_view_lanes_per_worker_and_malformed_reply(tmp_path):
     # the stream reads in step order
     order = [int(x) for x in re.findall(r'<article [^>]*data-step="(\d+)"', dom)]
     assert order == sorted(order)
+    # and it renders: a screenshot of the page as a browser draws it
+    png = tmp_path / "lanes.png"
+    res = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                          "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'shot-profile'}",
+                          "--window-size=1200,900", f"--screenshot={png}", (run / "view.html").resolve().as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
 
 def _eval_dir(tmp_path, n=12):
