@@ -24,7 +24,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from ...tools.sandbox import Limits, Sandbox
+from ...tools.sandbox import Limits, Sandbox, resolve_isolation
 from .spec import InstallSpec
 from .venvs import VenvError, attempt_venv, cached_venv, default_cache_dir, host_python, python_version, run_install
 
@@ -149,12 +149,14 @@ class LocalExecutor:
             if self.venv:
                 try:
                     venv = cached_venv(self.install, self.repo_name, self.version, self.python, self.venv_cache)
-                    if self.install.install:  # per-attempt install steps write into the venv: a copy of its own
+                    # bwrap binds the interpreter's prefix read-only, so attempts can share the cached venv;
+                    # per-attempt install steps, or a sandbox that shares the file system, get a copy of their own
+                    shared_fs = resolve_isolation(self.isolation, self.allow_unisolated, self.python) != "bwrap"
+                    if self.install.install or shared_fs:
                         venv = attempt_venv(venv, self.root / "venv", self.repo)
                         run_install(self.install, venv, self.repo)
                 except VenvError as e:
                     raise ExecutorError(str(e)) from None
-                # the sandbox binds its interpreter's prefix read-only: a shared cached venv stays intact
                 self.venv_dir = venv
                 python = str(venv / "bin" / "python")
                 host = python_version(self.python)
