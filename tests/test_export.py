@@ -263,3 +263,30 @@ def test_live_otlp_export_during_a_run(tmp_path):
     assert names == ["chat o.json", "chat o.json", "chat w.json", "invoke_agent orchestrator",
                      "invoke_agent worker-1"], names
     assert len({sp.trace_id for sp in col.spans()}) == 1
+
+
+def test_live_otlp_export_during_an_eval(tmp_path):
+    """`porchestra eval --otlp-endpoint URL`: one trace per (task, trial), sent while the eval runs."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="porchestra[otel] not installed")
+    import subprocess
+    import sys
+
+    from conftest import complete, delegate, report
+
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"id": f"t{i}", "instruction": "Say hi."}) + "\n"
+                                                  for i in (1, 2)))
+    (tmp_path / "o.json").write_text(json.dumps([delegate("say hi", []), complete("hi")]))
+    (tmp_path / "w.json").write_text(json.dumps([report("finish", "said hi")]))
+    (tmp_path / "cfg.yaml").write_text(json.dumps({"env_options": {"allow_unisolated": True}}))
+    with _Collector() as col:
+        p = subprocess.run([sys.executable, "-m", "porchestra", "eval", "general", "--tasks", str(tmp_path / "tasks.jsonl"),
+                            "-c", str(tmp_path / "cfg.yaml"), "--orchestrator-model", f"scripted:{tmp_path / 'o.json'}",
+                            "--worker-model", f"scripted:{tmp_path / 'w.json'}", "--out", str(tmp_path / "ev"), "-q",
+                            "--max-concurrency", "2", "--otlp-endpoint", col.url],
+                           capture_output=True, text=True, timeout=180)
+        assert p.returncode == 0, p.stderr
+    spans = col.spans()
+    assert len({sp.trace_id for sp in spans}) == 2
+    roots = [sp for sp in spans if sp.name == "invoke_agent orchestrator"]
+    assert sorted(a.value.string_value for sp in roots for a in sp.attributes if a.key == "porchestra.task_id") == [
+        "t1", "t2"]

@@ -99,6 +99,8 @@ def eval_cmd(
                                                          "error, critical (default: off)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout (everything else "
                                                         "goes to stderr)."),
+    otlp_endpoint: Optional[str] = typer.Option(None, help="Also send each run's OpenTelemetry spans live to this "
+                                                             "OTLP/HTTP collector (needs porchestra[otel])."),
 ) -> None:
     """Evaluate a benchmark; resumable, with a live progress bar and a summary table. Exit 0 when every
     (task, trial) completed, 1 when some could not because of infrastructure, 2 on bad input, 130 when
@@ -130,6 +132,14 @@ def eval_cmd(
         options = {k: v for k, v in options.items() if v is not None}
         plan = EvalPlan(bench, options, cfg, the_policy, trials, _parse_shard(shard), max_concurrency, retries,
                         backend, {"ray_address": ray_address}, keep_infra=keep_infra)
+        if otlp_endpoint:  # one live exporter per (task, trial): concurrent runs are separate traces
+            from ..export.live import live_otlp_listener
+
+            try:
+                live_otlp_listener(otlp_endpoint)
+            except RuntimeError as e:  # the optional exporter is not installed
+                raise BenchmarkError(f"--otlp-endpoint: {e}") from None
+            plan.extra["listeners"] = lambda task, trial: [live_otlp_listener(otlp_endpoint)]
         benchmark.setup(options)
         tasks = select_tasks(benchmark.load_tasks(options), plan.shard)
     except USER_ERRORS as e:

@@ -88,8 +88,14 @@ def run_one(bench: Benchmark, plan: EvalPlan, task: Task, trial: int, out_dir: P
             else:
                 models = build_models(plan.cfg, model_cache)
                 wrap = plan.extra.get("wrap_runtime")
-                r = run_task(task, env, plan.cfg, out_dir=out_dir, models=models,
-                             wrap_runtime=wrap(task, trial) if wrap else None)
+                make_listeners = plan.extra.get("listeners")  # (task, trial) → this run's own listeners
+                listeners = make_listeners(task, trial) if make_listeners else []
+                try:
+                    r = run_task(task, env, plan.cfg, out_dir=out_dir, models=models, listeners=listeners,
+                                 wrap_runtime=wrap(task, trial) if wrap else None)
+                finally:
+                    for x in listeners:
+                        getattr(x, "close", lambda: None)()
                 row = {"success": r.success, "score": r.score, "reason": r.reason, "answer": r.answer,
                        "cost_usd": r.totals["cost_usd"], "steps": r.totals["steps"], "tokens": r.totals["tokens"],
                        "cost_by_component": r.totals["cost_by_component"], "cost_other": r.totals["cost_other"],
