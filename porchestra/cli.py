@@ -67,6 +67,8 @@ def _main(env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load
 
 def build_config(config: Optional[Path], **overrides: Any) -> RunConfig:
     """Config file < CLI flags. Per-role base URLs become model_options entries."""
+    from .envs.benchmark import parse_options
+
     cfg = load_config(config, {k: v for k, v in overrides.items() if not k.startswith("_")})
     from .config import ROLES, with_model_options
 
@@ -75,6 +77,9 @@ def build_config(config: Optional[Path], **overrides: Any) -> RunConfig:
     if flags:
         roles = {"default", *(r for r in cfg.model_options if r in ROLES)}
         cfg = with_model_options(cfg, {r: flags for r in sorted(roles)}, "model flags")
+    options = parse_options(overrides.get("_options"))  # -O key=value: over the config's env_options
+    if options:
+        cfg = cfg.model_copy(update={"env_options": {**cfg.env_options, **options}})
     base_urls = {role: {"base_url": url} for role, url in overrides.get("_base_urls", {}).items() if url}
     return with_model_options(cfg, base_urls, "--base-url") if base_urls else cfg
 
@@ -140,6 +145,8 @@ def run(
     otlp_endpoint: Optional[str] = typer.Option(None, help="Also send OpenTelemetry spans live to this OTLP/HTTP "
                                                              "collector (e.g. http://localhost:4318); needs "
                                                              "porchestra[otel]."),
+    option: list[str] = typer.Option([], "--option", "-O", help="Environment / benchmark option key=value "
+                                     "(repeatable; the config's env_options)."),
 ) -> None:
     """Run one task and stream the interleaved orchestrator/worker trace. Exit 0 when the run completed
     (whatever its success), 1 on an infrastructure failure, 2 on bad input, 130 when interrupted."""
@@ -149,7 +156,7 @@ def run(
 
     try:
         setup_logging(log_level)
-        cfg = build_config(config, env=env, **_common_overrides(
+        cfg = build_config(config, env=env, _options=option, **_common_overrides(
             mode, orchestrator_model, worker_model, global_steps, worker_steps, max_workers, max_cost, ablate,
             base_url, orchestrator_base_url, worker_base_url, faults, max_parallel,
             model_flags={"temperature": temperature, "max_tokens": max_tokens, "response_format": response_format}))
@@ -212,8 +219,11 @@ def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: 
     bench = load_benchmark(cfg.env)
     options = {**cfg.env_options, "ids": [task], "judge_model": cfg.judge_model, "user_model": cfg.user_model}
     tasks = [t for t in bench.load_tasks(options) if t.id == task]
-    if not tasks:
-        raise BenchmarkError(f"TASK: no task with id {task!r} in benchmark {cfg.env!r}")
+    if not tasks:  # not an id: free text, where the benchmark's environment can take one
+        free = bench.free_text_task(task, options)
+        if free is None:
+            raise BenchmarkError(f"TASK: no task with id {task!r} in benchmark {cfg.env!r}")
+        tasks = [free]
     return tasks[0], bench.make_env(tasks[0], options)
 
 

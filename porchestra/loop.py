@@ -45,7 +45,7 @@ class Runtime:
                  models: "Models", log: EventLog, gateway: Gateway):
         self.task, self.env, self.cfg, self.policy = task, env, cfg, policy
         self.models, self.log, self.gateway = models, log, gateway
-        self.prompts = PromptSet(env.prompt_set)
+        self.prompts = PromptSet(env.prompt_set, (policy.prompt_dir,) if getattr(policy, "prompt_dir", None) else ())
         self.orchestrator = Orchestrator(models.orchestrator)
         self.workers: dict[str, Worker] = {}
         self.memory: list[str] = []

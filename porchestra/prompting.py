@@ -45,8 +45,8 @@ def _dir_for(prompt_set: str) -> Path:
 
 
 @lru_cache(maxsize=32)
-def _environment(prompt_set: str) -> jinja2.Environment:
-    dirs = [str(_dir_for(prompt_set))]
+def _environment(prompt_set: str, first: tuple[str, ...] = ()) -> jinja2.Environment:
+    dirs = [*first, str(_dir_for(prompt_set))]
     if prompt_set != "general":
         dirs.append(str(PROMPTS_DIR / "general"))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined,
@@ -57,11 +57,15 @@ def _environment(prompt_set: str) -> jinja2.Environment:
 
 
 class PromptSet:
-    def __init__(self, name: str = "general"):
+    def __init__(self, name: str = "general", first: tuple[str | Path, ...] = ()):
+        """`first`: directories searched before the set (a mode's own templates)."""
         if not _dir_for(name).is_dir():
             raise ValueError(f"prompt set {name!r} not found under {PROMPTS_DIR}")
+        for d in first:
+            if not Path(d).is_dir():
+                raise ValueError(f"prompt directory {d} not found")
         self.name = name
-        self.env = _environment(name)
+        self.env = _environment(name, tuple(str(d) for d in first))
 
     def render(self, template: str, **variables: Any) -> str:
         return self.env.get_template(template).render(**variables).strip()

@@ -36,6 +36,29 @@ class Benchmark:
     def setup(self, options: dict[str, Any]) -> None:
         """One-time preparation before any task runs (e.g. create ARE's managed venv)."""
 
+    def free_text_task(self, text: str, options: dict[str, Any]) -> Task | None:
+        """A task from free text (`porchestra run "..." --env NAME`), for a benchmark whose environment
+        can take one; None (the default): tasks are named by id only."""
+        return None
+
+
+def parse_options(items: list[str] | None) -> dict[str, Any]:
+    """`-O key=value` flags → benchmark options (the CLI's form of config `env_options`). Values are
+    read as YAML scalars: `-O limit=5` is 5, `-O hf=true` is True, `-O split=validation` a string."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise BenchmarkError(f"-O/--option: expected key=value, got {item!r}")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        out[key.strip()] = raw if isinstance(value, (dict, list)) or value is None else value
+    return out
+
 
 def available_benchmarks() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group="porchestra.benchmarks")}

@@ -93,6 +93,8 @@ def eval_cmd(
                                                   "(default), json_object or none (docs/models.md)."),
     keep_infra: bool = typer.Option(False, help="On resume, keep rows that ended on an infrastructure error "
                                                "(default: run them again)."),
+    option: list[str] = typer.Option([], "--option", "-O", help="Benchmark option key=value (repeatable; the config's "
+                                     "env_options; --subset/--split/--scenarios/... are aliases)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display; only the summary."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print one line per finished task."),
     log_level: Optional[str] = typer.Option(None, help="Python logging level on stderr: debug, info, warning, "
@@ -112,7 +114,7 @@ def eval_cmd(
         setup_logging(log_level)
         if backend not in ("local", "ray"):
             raise BenchmarkError(f"--backend must be local or ray, got {backend!r}")
-        cfg = build_config(config, env=bench, judge_model=judge_model, user_model=user_model,
+        cfg = build_config(config, env=bench, judge_model=judge_model, user_model=user_model, _options=option,
                            **_common_overrides(mode, orchestrator_model, worker_model, global_steps, worker_steps,
                                                max_workers, max_cost, ablate, base_url, orchestrator_base_url,
                                                worker_base_url, faults, max_parallel,
@@ -126,7 +128,7 @@ def eval_cmd(
         benchmark = load_benchmark(bench)
         options: dict[str, Any] = {**cfg.env_options, "subset": subset, "split": split, "ids": _read_ids(ids),
                                    "limit": limit, "scenarios": scenarios, "domain": domain, "category": category,
-                                   "instances": instances, "snapshot": snapshot, "hf": hf, "policy": the_policy,
+                                   "instances": instances, "snapshot": snapshot, "hf": hf or None, "policy": the_policy,
                                    "judge_model": cfg.judge_model, "user_model": cfg.user_model,
                                    "tasks": str(tasks_file) if tasks_file else None}
         options = {k: v for k, v in options.items() if v is not None}

@@ -22,12 +22,22 @@ def available_modes() -> dict[str, str]:
 
 
 def make_policy(mode: str) -> ControlPolicy:
+    """A policy from a mode name (`proactive`, `polling:5`) or, like benchmarks, `module:attr[:arg]`."""
     name, _, arg = mode.partition(":")
     target = available_modes().get(name)
-    if target is None:
-        raise ModeError(f"unknown mode {mode!r}; known: {', '.join(sorted(available_modes()))}")
-    module, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
+    if target is None and arg:  # module:attr[:arg] — a mode outside porchestra, no entry point needed
+        attr, _, arg = arg.partition(":")
+        target = f"{name}:{attr}"
+        try:
+            cls = getattr(importlib.import_module(name), attr)
+        except (ImportError, AttributeError) as e:
+            raise ModeError(f"unknown mode {mode!r} (not a known mode, and {target} cannot be loaded: {e}); "
+                            f"known: {', '.join(sorted(available_modes()))}") from None
+    elif target is None:
+        raise ModeError(f"unknown mode {mode!r}; known: {', '.join(sorted(available_modes()))} (or module:attr)")
+    else:
+        module, _, attr = target.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
     try:
         return cls(arg) if arg else cls()
     except (TypeError, ValueError) as e:

@@ -31,13 +31,16 @@ class ControlPolicy:
     # a baseline with its own worker prompt (system, first user message) and action format
     worker_templates: tuple[str, str] = ("worker_system.j2", "worker_task.j2")
     parse_worker: Any = None  # None: the environment's worker format; else f(rt, text, comm) -> action
+    # a mode's own template directory, searched before the benchmark's prompt set (a plan template,
+    # or its own versions of worker_system.j2 / orchestrator_system.j2 ...)
+    prompt_dir: str | None = None
 
     def wrap_tools(self, layer: Any, env: Any, state: dict[str, Any]) -> Any:
         """The tool layer this policy's workers use (called once per task by the runtime); default:
         unchanged. `state` is the task's policy_state (orchestra-o1 keeps its candidate workspaces)."""
         return layer
 
-    def orchestrator_actions(self, rt: "Runtime", handoff: Handoff | None) -> list[str]:
+    def orchestrator_actions(self, rt: "RunContext", handoff: Handoff | None) -> list[str]:
         actions = ["delegate_task"]
         if handoff is not None and handoff.report is not None and handoff.report.task_scope.operation == "decompose":
             actions.append("delegate_tasks")  # a decompose request may be answered with sub-tasks
