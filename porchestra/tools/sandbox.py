@@ -8,14 +8,19 @@ Isolation levels, strongest first (``Sandbox.isolation`` says which one is in us
 - ``unshare`` util-linux unshare: own network and PID namespaces, but the file system is shared.
 - ``none``    a plain child process; refused unless ``allow_unisolated=True``.
 
-Limits: wall time is enforced by the parent (the whole namespace is killed); memory (RLIMIT_AS), CPU
-time, file size and process count (RLIMIT_NPROC) are set by a tiny launcher inside the sandbox just
-before it execs the command. The kernel ignores RLIMIT_NPROC for root, so when the parent runs as
-root the launcher first drops to a random unprivileged uid private to this Sandbox (processes are
-counted per uid, so concurrent sandboxes do not share the budget); the workspace is handed to that uid
-for the duration of a run and back to its owner afterwards. Not root, bwrap/unshare put the code in a
-user namespace of its own, where the kernel (>= 5.14) counts RLIMIT_NPROC per namespace.
-When the command returns, its PID namespace is torn down: no background process survives.
+Limits: wall time is enforced by the parent (the whole namespace is killed). Memory and process count
+bound the sandbox as a whole through a cgroup per run where the machine allows one (tools/_cgroup.py:
+v2, else v1), and each process on its own in any case: a tiny launcher inside the sandbox sets
+RLIMIT_AS, CPU time, file size and RLIMIT_NPROC just before it execs the command (`limit_scope` says
+whether the cgroup applies). The kernel ignores RLIMIT_NPROC for root, so when the parent runs as
+root the launcher first drops to a random unprivileged uid private to this Sandbox; the workspace
+(which must be the run's own: GeneralEnv works on a private copy of a user's directory) is handed to
+that uid for a run and back afterwards, skipping special files, hard-linked files and other owners'
+entries. Not root, bwrap/unshare put the code in a user namespace of its own. The workspace's disk use
+(`workspace_mb`) and entry count (`workspace_entries`) are limited: polled during a call, checked
+before and after it; every host-side walk of the workspace is bounded in entries and time.
+The environment is a fixed minimal one plus the host variables named in `env_allow`.
+When the command returns, its PID namespace (and cgroup) is torn down: no background process survives.
 """
 
 from __future__ import annotations
