@@ -158,3 +158,13 @@ def test_eval_display_shows_what_is_in_flight():
     assert d.running_text().startswith("running: slow-task#t0 0s, other#t1")
     d.on_row({"task_id": "slow-task", "trial": 0, "success": True, "cost_usd": None})
     assert d.running_text() == "running: other#t1 0s" and d.stats["done"] == 1 and not d.stats["cost_known"]
+
+
+def test_run_infrastructure_failure_exits_1(tmp_path):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(json.dumps({"model_options": {"orchestrator": {"max_retries": 0}}}))
+    p = cli("run", "Say hi.", "-c", str(cfg), "--orchestrator-model", "openai:gpt-x", "--orchestrator-base-url",
+            "http://127.0.0.1:9/v1", "--out", str(tmp_path / "run"), "-q", env={"OPENAI_API_KEY": "sk-test"})
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "could not be completed" in p.stderr and "model_error" in p.stderr
+    assert (tmp_path / "run" / "events.jsonl").is_file()

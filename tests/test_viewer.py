@@ -198,3 +198,14 @@ def test_view_cli(runs, tmp_path):
     assert html.count('<section class="episode"') == 2  # an eval directory: every task on one page
     res = CliRunner().invoke(app, ["view", str(tmp_path / "nothing")])
     assert res.exit_code != 0 and "no events.jsonl" in res.output
+
+
+def test_json_tool_output_is_pretty_printed():
+    from porchestra.viewer.model import entry
+
+    x = entry(0, {"event": "tool_call", "agent_id": "worker-1", "step": 2, "tool": "lookup", "ok": True,
+                  "args": {"q": "x"}, "output": {"text": '{"order": {"id": 7, "items": ["a", "b"]}}'}})
+    assert x["text"] == '{\n  "order": {\n    "id": 7,\n    "items": [\n      "a",\n      "b"\n    ]\n  }\n}'
+    plain = entry(0, {"event": "tool_call", "agent_id": "w", "step": 1, "tool": "t", "ok": True, "args": {},
+                      "output": {"text": "{not json"}})
+    assert plain["text"] == "{not json"
