@@ -112,7 +112,7 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
                 wrap_runtime(rt)  # e.g. fault injection around rt.tool_layer
             end = rt.run()
             if end is None:
-                reason = "environment_stopped"
+                reason = "ended_without_end_action" if rt.ended_by_policy else "environment_stopped"
         except BudgetExhausted as e:
             reason = f"budget_exhausted: {e}"
         except AgentFailed as e:
@@ -130,6 +130,8 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
         if reason.startswith("model_error"):  # the model/API failed after retries: not a task failure
             score = Score(success=None, score=None, reason="not scored: the run ended on a model/API error",
                           details=score.details)
+        elif score.success is None and (score.reason or "").startswith(("checker error", "infra")):
+            reason = score.reason or reason  # the checker's environment failed: the row is an infra error
     except BaseException as e:
         reason = f"internal_error: {type(e).__name__}: {e}"
         log.emit("task_end", success=None, score=None, reason=reason, totals=compute_totals(log.events))

@@ -289,3 +289,33 @@ def test_docker_without_a_daemon_fails_fast_once(tmp_path):
     text = p.stdout + p.stderr
     assert p.returncode == 2 and text.count("needs a running Docker daemon") == 1, text
     assert not (out / "results.jsonl").exists()
+
+
+def test_an_infra_failure_in_a_model_run_is_an_infra_row(tmp_path, venv_cache):
+    from conftest import models
+
+    from porchestra.run import run_task
+
+    inst = micro_repo(tmp_path, {"calc.py": CALC, "tests/conftest.py": "import not_installed_anywhere\n"},
+                      {"calc.py": CALC_FIXED},
+                      {"tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"},
+                      repo="porchestra/micro", f2p=["tests/test_calc.py::test_add"], p2p=[])
+    path = tmp_path / "instances.json"
+    path.write_text(json.dumps([{k: v for k, v in inst.items() if not k.startswith("_")}]))
+    options = {"instances": str(path), "executor": "local", "repo_source": inst["_path"], "venv_cache": venv_cache}
+    bench = SWEBenchBenchmark()
+    (task,) = bench.load_tasks(options)
+
+    def orch(action: str, **params) -> str:
+        return json.dumps({"action": action, "reasoning": "scripted", "params": params})
+
+    finish = {"state": "fixed", "action": {"type": "finish", "task_scope": {"operation": "keep", "object": "", "details": ""},
+                                           "resource": {"operation": "keep", "object": "none", "details": ""},
+                                           "request": "", "reason": "done"}, "evidence": {"summary": "add fixed"}}
+    orchestrator = [orch("delegate_task", task_instruction="Fix add.", context="", tools=[], step_budget=3),
+                    orch("submit", reason="fixed")]
+    worker = ["DISCUSSION\nFix it.\nCOMMAND\nsed -i 's/a - b/a + b/' calc.py",
+              "DISCUSSION\nDone.\nCOMMAND\nfinish " + json.dumps(finish)]
+    cfg = RunConfig(env="swebench", orchestrator_model="scripted:o.json", worker_model="scripted:w.json")
+    r = run_task(task, bench.make_env(task, options), cfg, out_dir=tmp_path / "run", models=models(orchestrator, worker))
+    assert r.success is None and r.reason.startswith("infra: swebench infra_failure_reason=missing_module"), r
