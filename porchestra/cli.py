@@ -278,6 +278,7 @@ SUBCOMMANDS: list[tuple[str, str, str, str]] = [
     ("porchestra.cli_export", "build_export_app", "export", "factory"),
     ("porchestra.train.cli", "attribute_cmd", "attribute", "command"),
     ("porchestra.train.cli", "train_app", "train", "typer"),
+    ("porchestra.reproduce.cli", "reproduce_cmd", "reproduce", "command"),
 ]
 
 

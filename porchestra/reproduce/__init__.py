@@ -1,0 +1,1 @@
+"""`porchestra reproduce NAME`: one recipe per paper table/figure (docs/reproducing.md)."""
