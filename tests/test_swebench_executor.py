@@ -104,6 +104,9 @@ def test_grade_official_hands_a_swebench5_record_to_the_harness_as_a_local_datas
     local = seen[0][seen[0].index("--dataset_name") + 1]
     assert local == str(tmp_path / "dataset.json") and json.loads((tmp_path / "dataset.json").read_text()) == [record]
     assert report["resolved"] is False and report["error"] == "the official harness wrote no report"
+    from porchestra.envs.swebench.grading import infra_reason
+
+    assert infra_reason(report) == "harness_failed"  # it never reached the instance: the environment, retried
 
 
 def test_patch_helpers():

@@ -21,6 +21,7 @@ from ..benchmark import Benchmark, BenchmarkError
 from .env import SWEBenchEnv
 from .executor import (CommandResult, DockerExecutor, Executor, ExecutorError, LocalExecutor, docker_available,
                        official_image)
+from .grading import harness_missing
 from .instances import load
 
 
@@ -47,6 +48,10 @@ class SWEBenchBenchmark(Benchmark):
             return  # load_tasks names the missing option
         if needs_docker and not _docker_ok(opts.get("docker", "docker")):
             raise BenchmarkError(NO_DAEMON)
+        if needs_docker and (missing := harness_missing()):
+            raise BenchmarkError(f"executor=docker grades with swebench's official harness, which needs "
+                                 f"{', '.join(missing)} (porchestra installs swebench without its dependencies): "
+                                 f"pip install {' '.join(missing)}")
 
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
         return load(flat_options(options))

@@ -151,6 +151,17 @@ def official_command(instance_id: str, predictions: Path, run_id: str, dataset: 
             "--run_id", run_id, "--max_workers", "1", "--timeout", str(timeout), "--report_dir", str(report_dir)]
 
 
+HARNESS_IMPORTS = ("docker", "modal", "tenacity", "datasets", "dotenv", "tqdm")  # what run_evaluation imports
+
+
+def harness_missing() -> list[str]:
+    """Packages the official harness imports that are not installed (porchestra installs swebench without
+    its dependencies: grading needs none of them, the Docker harness needs all)."""
+    import importlib.util
+
+    return [m for m in HARNESS_IMPORTS if importlib.util.find_spec(m) is None]
+
+
 OFFICIAL_COLUMNS = ("image", "eval_script", "log_parser", "eval_type")  # what run_instance needs of a record
 
 
@@ -160,6 +171,8 @@ def grade_official(instance: str | dict[str, Any], patch: str, *, dataset: str, 
 
     A record that carries swebench 5's evaluation columns is handed to the harness as a local dataset
     file (no hub access); otherwise the harness loads `dataset`/`split` itself."""
+    if runner is None and (missing := harness_missing()):
+        raise GradingUnavailable(f"the official harness needs {', '.join(missing)}: pip install {' '.join(missing)}")
     workdir.mkdir(parents=True, exist_ok=True)
     instance_id = instance if isinstance(instance, str) else instance["instance_id"]
     if isinstance(instance, dict) and all(instance.get(k) for k in OFFICIAL_COLUMNS):
@@ -177,8 +190,16 @@ def grade_official(instance: str | dict[str, Any], patch: str, *, dataset: str, 
     if per_instance.exists():
         report = json.loads(per_instance.read_text()).get(instance_id, {})
         return {**report, "stage": "official", "harness_exit_code": res.exit_code, "dataset": dataset}
-    return {"resolved": False, "stage": "official", "harness_exit_code": res.exit_code, "dataset": dataset,
-            "error": "the official harness wrote no report", "log": res.output[-4000:]}
+    # no report: the patch did not apply (a task failure) or the environment broke; swebench's own
+    # classifier over its instance log tells which
+    report = {"resolved": False, "stage": "official", "harness_exit_code": res.exit_code, "dataset": dataset,
+              "error": "the official harness wrote no report", "log": res.output[-4000:]}
+    found = swebench_module("infra_failure").classify_logs(per_instance.parent / "run_instance.log")
+    if found is None and res.exit_code not in (0, None) and not per_instance.parent.exists():
+        found = swebench_module("infra_failure").classify_text(res.output) or ("harness_failed", "environment")
+    if found:
+        report.update(infra_failure=found[1] == "environment", infra_failure_reason=found[0])
+    return report
 
 
 def _runner_in(cwd: Path) -> Runner:
