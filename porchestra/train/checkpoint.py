@@ -91,7 +91,9 @@ def load_training_state(ckpt: Path, opt: Any, sched: Any, accel: Any) -> None:
     if is_sharded(accel):
         accel.load_state(str(ckpt / ENGINE))
     else:
-        opt.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location=accel.device))
+        # to CPU first: the optimizer moves its state to each parameter's device (accelerate's CPU device
+        # under gloo is "cpu:<rank>", which torch.load cannot map to)
+        opt.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location="cpu"))
     sched.load_state_dict(torch.load(ckpt / "scheduler.pt"))
     ranks = ckpt / "rng-ranks.pt"
     if accel.num_processes > 1 and ranks.is_file():
