@@ -66,6 +66,12 @@ def test_view_renders_in_chromium(runs, tmp_path):
     first = next(e for e in ev if e["event"] == "llm_call")
     assert html_escape(first["messages"][0]["content"][:400], quote=False) in dom  # the exact system prompt
     assert "100 in / 10 out · $0.1200" in dom
+    # a worker's later call shows only what is new since its previous call, and links to it
+    shared = re.findall(r'messages 1–(\d+): the same as in the <a href="#(ep0-e\d+)">step (\d+) call</a>', dom)
+    assert shared and all(re.search(rf'id="{target}"', dom) for _, target, _ in shared)
+    worker_calls = [e for e in ev if e["event"] == "llm_call" and e["role"] == "worker"]
+    assert dom.count('<pre class="msg">') < sum(len(e["messages"]) for e in ev if e["event"] == "llm_call")
+    assert html_escape(worker_calls[-1]["messages"][-1]["content"][:300], quote=False) in dom
 
 
 def _concurrent_run(tmp_path):

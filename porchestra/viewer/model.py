@@ -176,8 +176,29 @@ def lanes(entries: list[dict[str, Any]], agents: list[str]) -> list[dict[str, An
     return [{"step": step, "cells": [cells.get(a, []) for a in agents]} for step, cells in sorted(rows.items())]
 
 
+def share_prefixes(entries: list[dict[str, Any]]) -> None:
+    """A worker's prompt repeats its whole history at every call: a call shows only the messages after
+    the prefix it shares with the same agent's previous call, and links to that call for the rest
+    (the page stays small; the exact prompt stays one click away)."""
+    prev: dict[str, dict[str, Any]] = {}
+    for x in entries:  # log order
+        call = x.get("call")
+        if not call:
+            continue
+        before = prev.get(x["agent"])
+        k = 0
+        if before is not None:
+            old = before["call"]["messages"]
+            while k < min(len(old), len(call["messages"])) and old[k] == call["messages"][k]:
+                k += 1
+        call["shared"] = k
+        call["shared_with"] = None if k == 0 else {"i": before["i"], "step": before["step"]}
+        prev[x["agent"]] = x
+
+
 def episode_view(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
     entries = [x for x in (entry(i, e) for i, e in enumerate(events)) if x is not None]
+    share_prefixes(entries)
     # concurrent workers log out of step order; the stream reads in step order (stable: log order within a step)
     entries.sort(key=lambda x: x["step"])
     end = next((e for e in reversed(events) if e["event"] == "task_end"), None)
