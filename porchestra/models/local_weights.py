@@ -249,47 +249,85 @@ def _load(source: Source) -> LoadedModel:
 
 
 def weights_dtype() -> str:
-    """"bf16" or "fp32": the dtype the linear layers' weights are held in for inference.
-    Decoding a small model on CPU is bound by reading its weights from memory each token, so bf16
-    weights (activations, norms and the K/V cache stay fp32) decode ~1.3-1.5x and prefill ~2x
-    faster where the CPU has bf16 dot-product instructions (measured, benchmarks/bench_local.py);
-    without them bf16 matmuls are emulated and slower, so fp32 stays.
-    $PORCHESTRA_LOCAL_WEIGHTS=fp32|bf16 overrides."""
+    """"int4", "bf16" or "fp32": how the linear layers' weights are held for inference.
+    Decoding a small model on CPU is bound by reading its weights from memory for every token, so
+    fewer bytes per weight decode faster (measured, benchmarks/bench_local.py): bf16 weights
+    (activations, norms and the K/V cache stay fp32) where the CPU has bf16 dot-product units
+    (without them bf16 matmuls are emulated and slower, so fp32 stays), and on top of that
+    "int4": one-token steps use torch's int4 weight-only CPU kernel for every layer whose weights
+    are *exactly* 4-bit in groups of 32 -- true of the embedded Q4_1 GGUF, so nothing is lost
+    (prompts still go through the bf16 copy). $PORCHESTRA_LOCAL_WEIGHTS=fp32|bf16|int4 overrides."""
     import torch
 
     wanted = os.environ.get("PORCHESTRA_LOCAL_WEIGHTS", "").strip().lower()
-    if wanted in ("fp32", "bf16"):
+    if wanted in ("fp32", "bf16", "int4"):
         return wanted
     if torch.cuda.is_available():
         return "fp32"
     try:
-        return "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
+        bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
+        bf16 = False
+    if not bf16:
         return "fp32"
+    return "int4" if hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu") else "bf16"
+
+
+INT4_GROUP = 32
+
+
+def _exact_int4(weight: Any) -> tuple[Any, Any] | None:
+    """(packed, scales_and_zeros) for torch's int4 CPU kernel when `weight` holds only 16 evenly
+    spaced values per group of 32 inputs (a dequantised Q4_0/Q4_1 tensor); None otherwise."""
+    import torch
+
+    n, k = weight.shape
+    if k % INT4_GROUP:
+        return None
+    w = weight.detach().float().view(n, k // INT4_GROUP, INT4_GROUP)
+    lo, hi = w.amin(-1), w.amax(-1)
+    step = ((hi - lo) / 15).clamp_min(1e-12)
+    q = torch.round((w - lo[..., None]) / step[..., None]).clamp(0, 15)
+    if (q * step[..., None] + lo[..., None] - w).abs().max() > 1e-3 * float(w.abs().max()):
+        return None  # not 4-bit data: quantising it would change the model
+    # The kernel computes w = (q - 8) * scale + zero per group.
+    scales = torch.stack([step.t(), (lo + 8 * step).t()], -1).contiguous().to(torch.bfloat16)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.view(n, k).to(torch.int32), 1)
+    return packed, scales
 
 
 def for_inference(model: Any) -> Any:
-    """The loaded model, its nn.Linear layers swapped for bf16-weight ones when weights_dtype()
-    says so. Only the backend's private inference copy is changed (training loads its own)."""
-    if weights_dtype() != "bf16":
+    """The loaded model with its nn.Linear layers swapped for the dtype weights_dtype() names.
+    Only the backend's private inference copy is changed (training loads its own)."""
+    mode = weights_dtype()
+    if mode == "fp32":
         return model
     import torch
 
-    class Bf16Linear(torch.nn.Module):
+    class FastLinear(torch.nn.Module):
         def __init__(self, linear: torch.nn.Linear):
             super().__init__()
             self.weight = torch.nn.Parameter(linear.weight.detach().to(torch.bfloat16), requires_grad=False)
             self.bias = None if linear.bias is None else torch.nn.Parameter(
                 linear.bias.detach().to(torch.bfloat16), requires_grad=False)
             self.in_features, self.out_features = linear.in_features, linear.out_features
+            self.int4 = _exact_int4(linear.weight) if mode == "int4" else None
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).to(x.dtype)
+            xb = x.to(torch.bfloat16)
+            if self.int4 is not None and x.numel() == self.in_features:  # one token: int4 kernel
+                y = torch.ops.aten._weight_int4pack_mm_for_cpu(xb.reshape(1, -1), self.int4[0],
+                                                               INT4_GROUP, self.int4[1]).view(*x.shape[:-1], -1)
+                if self.bias is not None:
+                    y = y + self.bias
+            else:
+                y = torch.nn.functional.linear(xb, self.weight, self.bias)
+            return y.to(x.dtype)
 
     def swap(module: torch.nn.Module) -> None:
         for name, child in module.named_children():
             if isinstance(child, torch.nn.Linear):
-                setattr(module, name, Bf16Linear(child))
+                setattr(module, name, FastLinear(child))
             else:
                 swap(child)
 
