@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from porchestra.cli import _register_subcommands, app
 from porchestra.testing.fake_openai import FakeOpenAIServer
 
-ONE_TASK = {"task_instruction": "read notes.txt and report the number", "context": "", "tools": ["read_file"]}
+ONE_TASK = {"task_instruction": "read notes.txt and report the number", "context": "", "tools": ["read_file", "list_files"]}
 
 
 def agent(body: dict) -> str:
@@ -25,9 +25,12 @@ def agent(body: dict) -> str:
         if not acted:
             return 'THOUGHT: read it\n\n```bash\nread_file {"path": "notes.txt"}\n```'
         return "THOUGHT: done\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n42\n```"
-    if "SubAgent" in system and "MainAgent in POrchestra" not in system:  # a worker
-        if not acted:
-            return json.dumps({"action": "read_file", "params": {"path": "notes.txt"}, "memory": ""})
+    if "SubAgent" in system and "MainAgent in POrchestra" not in system:  # a worker: a few steps, then finish
+        steps = sum(m["role"] == "assistant" for m in msgs)
+        if steps < 10:  # long enough for the intervention recipe's fault (steps 3-8) to hit a call
+            tool = ["list_files", "read_file"][steps % 2]
+            return json.dumps({"action": tool, "params": {"path": "notes.txt"} if tool == "read_file" else {},
+                               "memory": ""})
         return json.dumps({"action": "finish", "params": {
             "state": "the file says 42", "action": {"type": "finish", "task_scope": {"operation": "keep"},
                                                      "resource": {"operation": "keep", "object": "none"}},
@@ -82,6 +85,7 @@ def test_recipe_runs_end_to_end_and_writes_its_table(setup, name, heading):
         assert len(data["ablations"]) == 8
     if name == "intervention":
         assert len(data["recovery"]) == 5
+        assert all(r["hit"] == 2 for r in data["recovery"])  # the revoked tool was called in every episode
     # resumable: the second run finds every step finished and only rewrites the table
     again = _run(["reproduce", name, "-c", str(cfg), "--out", str(out), "--bench", "general", "--tasks", str(tasks)])
     assert again.exit_code == 0
