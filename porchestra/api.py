@@ -72,8 +72,11 @@ def resolve_env(task: str | Task, env: str | Environment, cfg: RunConfig) -> tup
     if isinstance(task, Task):
         return task, bench.make_env(task, options)
     found = [t for t in bench.load_tasks({**options, "ids": [task]}) if t.id == task]
-    if not found:
-        raise BenchmarkError(f"task: no task with id {task!r} in benchmark {env!r}")
+    if not found:  # not an id: free text, where the benchmark's environment can take one
+        free = bench.free_text_task(task, options)
+        if free is None:
+            raise BenchmarkError(f"task: no task with id {task!r} in benchmark {env!r}")
+        found = [free]
     return found[0], bench.make_env(found[0], options)
 
 

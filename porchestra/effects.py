@@ -50,7 +50,9 @@ class CloseWorker:
 
 @dataclass(frozen=True)
 class EndRun:
-    end: EndTask
+    """End the task with this end action; None: end it without one (a policy with nothing to say)."""
+
+    end: EndTask | None
 
 
 @dataclass(frozen=True)

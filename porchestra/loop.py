@@ -58,6 +58,7 @@ class Runtime:
         self._inflight: dict[str, Future] = {}  # worker id → its thread (parallel policies only)
         self._pool: ThreadPoolExecutor | None = None
         self._halted = False
+        self.ended_by_policy = False  # the policy ended the task without an end action
         self.ctx = RunContext(self)  # what policies and agents see of this run (not the runtime itself)
 
     # --- views used by agents and templates ------------------------------------------------------
@@ -309,7 +310,11 @@ class Runtime:
                 self.poll_notifications(None)
             handoff = pending.popleft() if pending else None
             decision, plan = self.policy.decide(self.ctx, handoff)
-            end = self.execute(as_effect(decision, plan), handoff)
+            effect = as_effect(decision, plan)
+            if isinstance(effect, EndRun) and effect.end is None:
+                self.ended_by_policy = True
+                return None  # the policy ends the task without an end action (truncated gold)
+            end = self.execute(effect, handoff)
             if end is not None:
                 next_message = self.env.end_turn(end)
                 if next_message is None:

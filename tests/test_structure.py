@@ -227,3 +227,25 @@ def test_a_benchmark_brings_its_own_worker_format(tmp_path, ledger_task):
     ev = read_events(r.events_path)
     assert [e.error for e in ev if isinstance(e, FormatErrorEvent)] == ["write CALL <tool> k=v or DONE <state>"]
     assert [e.state for e in ev if isinstance(e, ReportEvent)] == ["bought both"]
+
+
+def test_gold_replay_runs_through_the_runtime(tmp_path, ledger_task):
+    """One runner: gold is a policy plus a scripted worker in run_task, so its log is a run's log and
+    configured faults reach it."""
+    from porchestra.eval.gold import run_gold
+    from porchestra.log.schema import read_events
+
+    score, path = run_gold(ledger_task, LedgerEnv(), tmp_path / "g")
+    assert score.success is True
+    ev = read_events(path)
+    kinds = [e.event for e in ev]
+    assert kinds[0] == "task_start" and kinds[-1] == "task_end" and kinds.count("tool_call") == 2
+    assert ev[0].config["policy"]["name"] == "gold" and ev[-1].totals["cost_usd"] == 0.0
+    workers = [e for e in ev if e.event == "llm_call" and e.role == "worker"]
+    assert workers and all(e.model == "gold:worker" and e.agent_id == "worker-1" for e in workers)
+    assert not run_gold(ledger_task, LedgerEnv(), tmp_path / "t", truncated=True)[0].success
+
+    faulted = RunConfig(faults=[{"type": "revoke", "target": "buy"}])
+    score, path = run_gold(ledger_task, LedgerEnv(), tmp_path / "f", cfg=faulted)
+    assert score.success is False  # the reference purchase hit the revoked tool
+    assert any(e.event == "fault" for e in read_events(path))

@@ -81,7 +81,7 @@ def run_one(bench: Benchmark, plan: EvalPlan, task: Task, trial: int, out_dir: P
         try:
             env = bench.make_env(task, plan.options)
             if plan.policy in ("gold", "gold-truncated"):
-                score, events = run_gold(task, env, out_dir, truncated=plan.policy == "gold-truncated")
+                score, events = run_gold(task, env, out_dir, truncated=plan.policy == "gold-truncated", cfg=plan.cfg)
                 steps = sum(1 for e in read_events(events) if e["event"] == "tool_call")
                 row = {"success": score.success, "score": score.score, "reason": score.reason or "gold replay",
                        "cost_usd": 0.0, "steps": steps, "tokens": {"input": 0, "output": 0}, "cost_by_component": {}}
