@@ -33,12 +33,13 @@ def fail(message: str) -> None:
 
 def _guard(fn: Callable[[], Any]) -> Any:
     from ..models.registry import ModelSpecError
-    from .modelio import BaseModelError
     from .records import RecordError
 
     try:
         return fn()
-    except (RecordError, ModelSpecError, BaseModelError, ValueError, FileNotFoundError) as e:
+    # modelio.BaseModelError is a ValueError: not imported here, since modelio imports torch and
+    # `export records` / `export sft` must work without it
+    except (RecordError, ModelSpecError, ValueError, FileNotFoundError) as e:
         fail(str(e))
 
 
