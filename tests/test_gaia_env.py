@@ -133,7 +133,7 @@ def test_page_answer_goes_through_the_gateway(opts, web, tmp_path):
     assert "48,615" in call["messages"][1]["content"]  # the page text reached the reader model
 
 
-def test_llm_fallback_is_off_by_default_and_never_changes_success(opts, tmp_path):
+def test_llm_fallback_off_by_default_report_only_or_counted(opts, tmp_path):
     task = GaiaBenchmark().load_tasks({**opts, "ids": ["porchestra-fx-003"]})[0]
     wrong = EndTask(action="complete", answer="the ship Marisol")
     env = GaiaBenchmark().make_env(task, opts)
@@ -143,16 +143,21 @@ def test_llm_fallback_is_off_by_default_and_never_changes_success(opts, tmp_path
     assert s.success is False and "llm_fallback" not in s.details
     judge = tmp_path / "judge.json"
     judge.write_text(json.dumps(["yes"]))
-    env = GaiaBenchmark().make_env(task, {**opts, "llm_fallback": True, "judge_model": f"scripted:{judge}"})
-    log = EventLog(tmp_path / "events.jsonl", "run", task.id)
-    env.bind_gateway(Gateway(log))  # as run_task does
-    env.reset(task)
-    s = env.evaluate(wrong)
-    env.close()
-    log.close()
-    assert s.success is False and s.details["llm_fallback"]["match"] is True
-    (call,) = [e for e in read_events(tmp_path / "events.jsonl") if e["event"] == "llm_call"]
-    assert call["role"] == "judge" and call["component"] == "judge"
+    for mode, counted in (("report", False), (True, True)):  # "report": recorded only; true: the paper's setting
+        d = tmp_path / str(mode)
+        d.mkdir()
+        judge.write_text(json.dumps(["yes"]))
+        env = GaiaBenchmark().make_env(task, {**opts, "llm_fallback": mode, "judge_model": f"scripted:{judge}"})
+        log = EventLog(d / "events.jsonl", "run", task.id)
+        env.bind_gateway(Gateway(log))  # as run_task does
+        env.reset(task)
+        s = env.evaluate(wrong)
+        env.close()
+        log.close()
+        assert s.success is counted and s.details["llm_fallback"]["match"] is True
+        assert s.details["exact_match"] is False and s.details["fallback_counted"] is counted
+        (call,) = [e for e in read_events(d / "events.jsonl") if e["event"] == "llm_call"]
+        assert call["role"] == "judge" and call["component"] == "judge"
 
 
 def test_readers_report_images_and_audio_as_unsupported():

@@ -90,3 +90,13 @@ def test_per_category_breakdown_side_by_side():
                               "swebench:all"]
     react = next(r for r in sbs["rows"] if r["label"] == "react")
     assert react["cells"] == [0.0, 1.0, 0.5, None, None, None]
+
+
+def test_gaia_success_reported_both_ways_when_the_llm_fallback_counts():
+    def g(success, exact):
+        ep = _ep([], success, {"category": "level1"}, "gaia")
+        ep.end["check_details"] = {"exact_match": exact, "fallback_counted": True}
+        return ep
+    table = by_category({"p": [g(True, True), g(True, False), g(False, False)]})["p"]
+    assert table["gaia:all"]["success"] == round(2 / 3, 4) and table["gaia:all (exact)"]["success"] == round(1 / 3, 4)
+    assert side_by_side({"p": table})["columns"][-2:] == ["gaia:all", "gaia:all (exact)"]

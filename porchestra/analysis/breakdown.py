@@ -29,8 +29,15 @@ def category_cells(ep: Episode) -> list[str]:
     return cells
 
 
+def exact_success(ep: Episode) -> bool | None:
+    """GAIA with a counted LLM fallback: the episode's quasi-exact-match result; else None."""
+    d = (ep.end or {}).get("check_details") or {}
+    return bool(d["exact_match"]) if d.get("fallback_counted") and "exact_match" in d else None
+
+
 def by_category(groups: dict[str, list[Episode]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{config label: {cell: {n, success}}} over scored episodes."""
+    """{config label: {cell: {n, success}}} over scored episodes. Where GAIA's LLM fallback counted
+    in success, a `<bench>:all (exact)` cell gives the exact-match-only rate beside it (both ways)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for label, eps in groups.items():
         cells: dict[str, list[bool]] = {}
@@ -39,6 +46,9 @@ def by_category(groups: dict[str, list[Episode]]) -> dict[str, dict[str, dict[st
                 continue
             for c in category_cells(ep):
                 cells.setdefault(c, []).append(bool(ep.success))
+            exact = exact_success(ep)
+            if exact is not None:
+                cells.setdefault(f"{ep.config.get('env') or '?'}:all (exact)", []).append(exact)
         out[label] = {c: {"n": len(v), "success": round(sum(v) / len(v), 4)} for c, v in cells.items()}
     return out
 
@@ -50,7 +60,7 @@ def column_order(table: dict[str, dict[str, Any]]) -> list[str]:
 
     def key(c: str) -> tuple[int, str, int, str]:
         bench, _, cat = c.partition(":")
-        return rank.get(bench, 9), bench, 1 if cat == "all" else 0, cat
+        return rank.get(bench, 9), bench, 1 if cat.startswith("all") else 0, cat
     return sorted(names, key=key)
 
 

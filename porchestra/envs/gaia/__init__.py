@@ -9,8 +9,10 @@ Options (``porchestra eval gaia`` flags and env_options):
               (API keys from SERPER_API_KEY / TAVILY_API_KEY, or api_key_env=NAME in search_settings)
   search_settings  dict passed to the backend;  max_page_chars
   page_model  model spec that answers extract_url_content(url, query) over the page (off: page text)
-  llm_fallback  off by default; when on, the judge_model's verdict is reported in details["llm_fallback"]
-              and never changes `success`;  judge_model  model spec for it
+  llm_fallback  off by default; true (or "count", the paper's setting): when quasi-exact match fails, the
+              judge_model's semantic-equivalence verdict counts in `success`; "report": the verdict is
+              only recorded. details["exact_match"] always keeps the exact result (reported both ways);
+              judge_model  model spec for it
   isolation, allow_unisolated, limits  (the execute_python sandbox)
   local_web   serve a pages directory (true: the fixtures' pages) on 127.0.0.1 during each task and
               search it (SearxNG API); on by default with snapshot=fixtures unless `search` is given
