@@ -4,6 +4,7 @@ Options (``porchestra eval gaia`` flags and env_options):
   snapshot    directory with metadata.jsonl + attachments (hub layout 2023/<split>/ accepted), or
               ``fixtures`` for the project's GAIA-style questions
   hf          download gaia-benchmark/GAIA (gated: HF_TOKEN) instead
+  taskcraft   PATH: TaskCraft-format training tasks (.json / .jsonl / a directory) instead (taskcraft.py)
   split       validation (default) | test;  level: 1, 2, 3 or a list;  ids (list or file);  limit
   search      duckduckgo (keyless, default) | searxng (keyless, settings url=...) | serper | tavily
               (API keys from SERPER_API_KEY / TAVILY_API_KEY, or api_key_env=NAME in search_settings)

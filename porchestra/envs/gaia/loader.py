@@ -93,6 +93,10 @@ def _ids(value: Any) -> list[str] | None:
 
 
 def load(options: dict[str, Any]) -> list[Task]:
+    if options.get("taskcraft"):  # TaskCraft-format training tasks (SFT collection)
+        from .taskcraft import load_taskcraft
+
+        return load_taskcraft(options["taskcraft"], int(options["limit"]) if options.get("limit") else None)
     split = options.get("split") or "validation"
     snap = options.get("snapshot")
     if snap in ("fixtures", "fixture"):
