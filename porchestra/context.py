@@ -108,7 +108,7 @@ class RunContext:
         self.cfg: RunConfig = rt.cfg
         self.env = EnvView(rt.env)
         self.log = LogView(rt.log)
-        self.ablate: frozenset[str] = rt.ablate
+        self.ablate = rt.ablate  # an ablation.Ablation (a frozenset of names)
 
     # --- reads -----------------------------------------------------------------------------------
     @property

@@ -15,6 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import Any
 
+from .ablation import Ablation
 from .agents import Orchestrator, Worker
 from .context import RunContext
 from .effects import CloseWorker, Continue, Effect, EndRun, ReviseWorker, StartWorkers, as_effect
@@ -31,7 +32,6 @@ from .protocol import (DelegateBatch, DelegateTask, EndTask, Handoff, Report, Re
 from .runtime_view import orchestrator_vars, render_report, tools_text
 from .tools.base import Tool, ToolResult
 
-PROTOCOL_FIELDS = ("state", "request", "evidence")
 
 
 class BudgetExhausted(Exception):
@@ -50,7 +50,7 @@ class Runtime:
         self.workers: dict[str, Worker] = {}
         self.memory: list[str] = []
         self.updates: list[str] = []
-        self.ablate = frozenset(cfg.ablate)
+        self.ablate = Ablation(cfg.ablate)  # what each ablation means: porchestra/ablation.py
         self.tool_layer: Any = env  # fault injection wraps this (same `tools`/`execute` signatures)
         self.policy_state: dict[str, Any] = {}  # per-task state of the control policy (plans, rounds)
         self.tool_layer = policy.wrap_tools(self.tool_layer, env, self.policy_state)  # e.g. candidate workspaces
@@ -82,18 +82,7 @@ class Runtime:
         return notes
 
     def strip_ablated(self, report: Report) -> Report:
-        drop = {f for f in PROTOCOL_FIELDS if f in self.ablate}
-        if not drop:
-            return report
-        data = report.model_dump()
-        if "state" in drop:
-            data["state"] = ""
-        if "request" in drop:  # the whole Request signal: proposal and text
-            data["request"] = data["reason"] = ""
-            data["task_scope"], data["resource"] = {}, {}
-        if "evidence" in drop:
-            data["evidence"] = {}
-        return Report.model_validate(data)
+        return self.ablate.strip_report(report)
 
     def check_global_budget(self) -> None:
         if self.log.step >= self.cfg.budgets.global_steps:

@@ -80,7 +80,7 @@ def orchestrator_vars(rt: "RunContext", handoff: Handoff | None, allowed: list[s
         "memory": list(rt.memory),
         "handoff": view,
         "allowed_actions": allowed,
-        "ablate": sorted(a for a in rt.ablate if a in ("task_scope", "context", "tools", "budget")),
+        "ablate": rt.ablate.prompted_dimensions,
         "models": rt.cfg.worker_model_names(),
         "tools": tools,
         "tools_text": tools_text(tools),

@@ -249,3 +249,18 @@ def test_gold_replay_runs_through_the_runtime(tmp_path, ledger_task):
     score, path = run_gold(ledger_task, LedgerEnv(), tmp_path / "f", cfg=faulted)
     assert score.success is False  # the reference purchase hit the revoked tool
     assert any(e.event == "fault" for e in read_events(path))
+
+
+def test_ablation_meanings_live_in_one_module():
+    from porchestra.ablation import ABLATIONS, Ablation
+    from porchestra.config import ABLATIONS as CONFIG_ABLATIONS
+    from porchestra.protocol import Report
+
+    assert set(ABLATIONS) == set(CONFIG_ABLATIONS)
+    a = Ablation(["request", "tools", "constraints"])
+    assert "tools" in a and a.revision_dimensions == ["tools", "constraints"] and a.prompted_dimensions == ["tools"]
+    r = Report.model_validate({"type": "revise", "state": "s", "request": "more", "reason": "why",
+                               "task_scope": {"operation": "expand"}, "evidence": {"summary": "e"}})
+    kept = a.strip_report(r)
+    assert (kept.state, kept.request, kept.reason, kept.task_scope.operation) == ("s", "", "", "keep")
+    assert kept.evidence.summary == "e" and Ablation().strip_report(r) is r
