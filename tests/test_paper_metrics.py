@@ -1,6 +1,7 @@
 """The paper's metrics on hand-computed episodes: intervention delay in worker execution steps
 (RQ4), GAIA2 dynamicity from the scenario files (Obs. 7), per-category breakdown (Tables 1/2)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,26 @@ def test_gaia_success_reported_both_ways_when_the_llm_fallback_counts():
     table = by_category({"p": [g(True, True), g(True, False), g(False, False)]})["p"]
     assert table["gaia:all"]["success"] == round(2 / 3, 4) and table["gaia:all (exact)"]["success"] == round(1 / 3, 4)
     assert side_by_side({"p": table})["columns"][-2:] == ["gaia:all", "gaia:all (exact)"]
+
+
+def test_gaia2_paper_splits_by_name(tmp_path):
+    from porchestra.envs.benchmark import BenchmarkError
+    from porchestra.envs.gaia2.benchmark import Gaia2Benchmark
+
+    b = Gaia2Benchmark()
+    amb = json.loads((FIXTURES / "gaia2_fx_time_message.json").read_text())
+    amb["metadata"]["definition"].update(scenario_id="amb", tags=["Ambiguity"])
+    d = tmp_path / "sc"
+    d.mkdir()
+    for f in FIXTURES.glob("*.json"):
+        (d / f.name).write_text(f.read_text())
+    (d / "amb.json").write_text(json.dumps(amb))
+    all_ids = {t.id for t in b.load_tasks({"scenarios": str(d)})}
+    ev = b.load_tasks({"scenarios": str(d), "paper_split": "eval"})
+    assert "amb" in all_ids and {t.id for t in ev} == all_ids - {"amb"}  # the 4-category evaluation set
+    tr = b.load_tasks({"paper_split": "train", "train_scenarios": str(FIXTURES / "gaia2_fx_time_message.json")})
+    assert [t.id for t in tr] == ["gaia2_fx_time_message"]
+    with pytest.raises(BenchmarkError, match="train_scenarios"):
+        b.load_tasks({"paper_split": "train"})
+    with pytest.raises(BenchmarkError, match="paper_split"):
+        b.load_tasks({"paper_split": "dev"})

@@ -7,6 +7,10 @@ Options (from `porchestra eval` flags and env_options):
     hf         load the hub dataset (`hf_dataset`, config = `subset`, default "mini"; split default
                "validation"); needs a reachable hub
     category   keep one GAIA2 category (execution, search, adaptability, time, ambiguity)
+    paper_split  the paper's splits by name: "eval" = the 4-category evaluation set (execution, search,
+               adaptability, time; with hf: those four hub configs), "train" = the training scenarios
+               (`train_scenarios`: a local DIR / JSONL of them — the paper's 512 are not published
+               under a name porchestra could fetch)
     ids, limit select tasks
     judge      scripted (default, no LLM) | llm (needs judge_model) | none
     judge_model, think_time_s, tool_failure_probability   see Gaia2Env (ARE's own random tool
@@ -32,6 +36,8 @@ from .venv import AREInstallError, ensure_are_python
 FIXTURES = Path(__file__).with_name("fixtures")
 HF_DATASET = "meta-agents-research-environments/gaia2"
 CATEGORIES = ("execution", "search", "adaptability", "time", "ambiguity")
+PAPER_EVAL_CATEGORIES = ("execution", "search", "adaptability", "time")  # paper Table 1 / Appendix E.1
+PAPER_SPLITS = ("eval", "train")
 
 
 def _category(tags: Iterable[str], fallback: str | None = None) -> str | None:
@@ -196,8 +202,19 @@ class Gaia2Benchmark(Benchmark):
             raise BenchmarkError(f"cannot prepare ARE's environment: {e}") from None
 
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
+        paper = options.get("paper_split")
+        if paper is not None and paper not in PAPER_SPLITS:
+            raise BenchmarkError(f"paper_split must be one of {', '.join(PAPER_SPLITS)}, not {paper!r}")
+        if paper == "train":
+            if not options.get("train_scenarios"):
+                raise BenchmarkError("paper_split=train needs train_scenarios=DIR|JSONL (the paper's training "
+                                     "scenarios are not published under a name porchestra can fetch)")
+            options = {**options, "scenarios": options["train_scenarios"], "hf": False}
         source = options.get("scenarios") or "fixtures"
-        if options.get("hf"):
+        if options.get("hf") and paper == "eval":
+            tasks = [t for c in PAPER_EVAL_CATEGORIES
+                     for t in load_hub(options.get("hf_dataset") or HF_DATASET, c, options.get("split") or "validation")]
+        elif options.get("hf"):
             tasks = load_hub(options.get("hf_dataset") or HF_DATASET, options.get("subset") or "mini",
                              options.get("split") or "validation")
         elif source == "fixtures":
@@ -212,6 +229,8 @@ class Gaia2Benchmark(Benchmark):
                           payload={"source": {"tutorial": r["name"]}}) for r in rows]
         else:
             tasks = load_scenario_path(Path(source).expanduser())
+        if paper == "eval":
+            tasks = [t for t in tasks if t.category in PAPER_EVAL_CATEGORIES]
         if options.get("category"):
             cat = str(options["category"]).lower()
             tasks = [t for t in tasks if t.category == cat]
