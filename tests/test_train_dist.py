@@ -53,9 +53,12 @@ def _port() -> int:
 
 
 def launch(n: int, *args, timeout: int = 240) -> None:
-    """`porchestra train ARGS` in a fresh process (n = 1) or under accelerate launch with n ranks."""
+    """`porchestra train ARGS` in this process (n = 1) or under accelerate launch with n ranks."""
+    if n == 1:
+        run("train", *args)
+        return
     train = ["-m", "porchestra", "train", *map(str, args)]
-    cmd = [sys.executable, *train] if n == 1 else [
+    cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(DDP), "--num_processes", str(n),
         "--main_process_port", str(_port()), *train]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -148,8 +151,9 @@ def test_resume_under_accelerate_launch_continues_the_same_run(work):
 
 # --- the server-side sampler -------------------------------------------------------------------
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def server(work):
+    """One server for the module (start-up costs seconds); the --lora case runs first, on the base."""
     import httpx
 
     port = _port()
@@ -185,6 +189,7 @@ def test_server_sampler_gets_the_weights_at_the_cadence_and_its_token_ids_are_sc
     log-probs of the tokens the loss scored: ~0 right after a sync (same weights, same ids), clearly
     not 0 a step later (the trainer moved, the server did not)."""
     out = work / f"server{mode}"
+    before = len(_state(server)["loads"])
     run("train", "opod", work / "rec.jsonl", "--attributions", work / "attr.jsonl", "--model", work / "tiny",
         "--out", out, "--max-steps", "3", "--batch-size", "4", "--lr", "5e-2", "--max-new-tokens", "6", mode,
         "--sampler", "server", "--sampler-url", server + "/v1", "--sync-every", "2", *FAST)
@@ -193,7 +198,7 @@ def test_server_sampler_gets_the_weights_at_the_cadence_and_its_token_ids_are_sc
     gaps = [r["sampler_logprob_gap"] for r in rows]
     assert gaps[0] < 1e-4 and gaps[2] < 1e-4  # steps 1 and 3 sample from weights synced at steps 0 and 2
     assert gaps[1] > 1e-3  # step 2 samples from the step-0 weights
-    loads = _state(server)["loads"]
+    loads = _state(server)["loads"][before:]
     kind = "lora" if mode == "--lora" else "weights"
     assert [(x["kind"], Path(x["path"]).name) for x in loads] == [(kind, "student-step0"), (kind, "student-step2")]
 
