@@ -185,6 +185,7 @@ class TaskEnd(Event):
     check: str | None = None
     check_details: dict[str, Any] = Field(default_factory=dict)
     totals: dict[str, Any] = Field(default_factory=dict)
+    infra_error: bool = False  # the run ended on an infrastructure failure (model API, checker crash)
 
 
 EVENT_MODELS: dict[str, type[Event]] = {
