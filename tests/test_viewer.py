@@ -215,3 +215,15 @@ def test_json_tool_output_is_pretty_printed():
     plain = entry(0, {"event": "tool_call", "agent_id": "w", "step": 1, "tool": "t", "ok": True, "args": {},
                       "output": {"text": "{not json"}})
     assert plain["text"] == "{not json"
+
+
+def test_a_refused_reply_is_marked_like_a_malformed_one(tmp_path, cfg):
+    """`complete` before any worker ran is refused (a format error): the call shows its raw reply, open."""
+    m = models([complete("8"), delegate("buy", ["buy", "total"]), complete("8")],
+               [call("buy", item="apple"), report("finish", "bought")])
+    run_task(Task(id="r", instruction="Buy an apple.", metadata={"items": ["apple"]}), LedgerEnv(), cfg,
+             out_dir=tmp_path / "run", models=m)
+    html = write_view(tmp_path / "run").read_text()
+    assert "orchestrator: complete (rejected)" in html
+    assert html.count("malformed reply (became a format error)") == 1
+    assert re.search(r'became a format error\):</div>\s*<details class="raw-reply" open>', html)

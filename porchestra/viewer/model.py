@@ -196,9 +196,23 @@ def share_prefixes(entries: list[dict[str, Any]]) -> None:
         prev[x["agent"]] = x
 
 
+def mark_rejected(entries: list[dict[str, Any]]) -> None:
+    """A reply that parsed but was refused (an action not allowed now, bad params) also became a format
+    error: the call is marked like an unparsable one, with its raw reply shown open."""
+    for n, x in enumerate(entries):
+        call = x.get("call")
+        if not call or call["malformed"]:
+            continue
+        nxt = next((y for y in entries[n + 1:] if y["agent"] == x["agent"]), None)
+        if nxt is not None and nxt["kind"] == "format_error":
+            call["malformed"] = True
+            x["title"] += " (rejected)"
+
+
 def episode_view(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
     entries = [x for x in (entry(i, e) for i, e in enumerate(events)) if x is not None]
     share_prefixes(entries)
+    mark_rejected(entries)
     # concurrent workers log out of step order; the stream reads in step order (stable: log order within a step)
     entries.sort(key=lambda x: x["step"])
     end = next((e for e in reversed(events) if e["event"] == "task_end"), None)
