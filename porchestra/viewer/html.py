@@ -16,14 +16,17 @@ import jinja2
 
 from ..log.events import read_events
 from ..log.trajectory import find_event_logs
+from ..report.fmt import money
 from .model import episode_view, natural_key
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters["money"] = money  # the one number format of every table
+    return env
 
 
 def render_view(paths: list[Path], title: str) -> str:
