@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol import EndTask, ToolCall
+from ...tools.aci import is_aci, run_aci
 from ...tools.base import Tool, ToolResult, tool_from_function
 from ...tools.sandbox import Limits, resolve_isolation
 from ..base import Environment, Score, Task
@@ -122,6 +123,8 @@ class SWEBenchEnv(Environment):
         if self.executor is None:
             return ToolResult(False, error="no workspace: the environment was not reset")
         self._used = True
+        if self.options.get("interface", "aci") == "aci" and is_aci(command):  # the paper's ACI (tools/aci.py)
+            return run_aci(self, command, self.command_timeout)
         try:
             res = self.executor.run(command, self.command_timeout)
         except ExecutorError as e:
@@ -187,7 +190,8 @@ class SWEBenchEnv(Environment):
         return {"issue": inst["problem_statement"], "hints": self.task.payload.get("hints", "") if self.task else "",
                 "repo": inst["repo"], "base_commit": getattr(self.executor, "base_commit", None) or inst.get("base_commit"),
                 "version": inst.get("version"), "instance_id": inst["instance_id"], "attempt": self.attempt,
-                "executor": self.executor_kind(), "workdir": "/testbed" if self.executor_kind() == "docker" else "the repository root"}
+                "executor": self.executor_kind(), "workdir": "/testbed" if self.executor_kind() == "docker" else "the repository root",
+                "interface": self.options.get("interface", "aci")}
 
 
 def split_patch(patch: str) -> list[str]:
