@@ -29,6 +29,7 @@ from .policies.base import ControlPolicy
 from .prompting import PromptSet
 from .protocol import (DelegateBatch, DelegateTask, EndTask, Handoff, Report, ReviseTask, Terminate,
                        ToolCall)
+from .runaway import Guard
 from .runtime_view import orchestrator_vars, render_report, tools_text
 from .tools.base import Tool, ToolResult
 
@@ -58,6 +59,7 @@ class Runtime:
         self._inflight: dict[str, Future] = {}  # worker id → its thread (parallel policies only)
         self._pool: ThreadPoolExecutor | None = None
         self._halted = False
+        self.guard = Guard(cfg.budgets, log)  # repeated actions, wall-clock deadline (runaway.py)
         self.ended_by_policy = False  # the policy ended the task without an end action
         self.ctx = RunContext(self)  # what policies and agents see of this run (not the runtime itself)
 
@@ -85,6 +87,7 @@ class Runtime:
         return self.ablate.strip_report(report)
 
     def check_global_budget(self) -> None:
+        self.guard.check_deadline()
         if self.log.step >= self.cfg.budgets.global_steps:
             raise BudgetExhausted(f"global step budget exhausted ({self.cfg.budgets.global_steps} steps)")
         cap = self.cfg.budgets.max_cost_usd
@@ -262,6 +265,10 @@ class Runtime:
             if isinstance(result, Handoff):
                 h = result
                 break
+            runaway = self.guard.after_worker_step(w)
+            if runaway is not None:
+                h = runaway
+                break
             interrupt = self.policy.after_step(self.ctx, w, result)
             if interrupt is not None:
                 kind, detail = interrupt
@@ -299,6 +306,7 @@ class Runtime:
                 self.poll_notifications(None)
             handoff = pending.popleft() if pending else None
             decision, plan = self.policy.decide(self.ctx, handoff)
+            self.guard.after_decision(decision, handoff, self.updates)
             effect = as_effect(decision, plan)
             if isinstance(effect, EndRun) and effect.end is None:
                 self.ended_by_policy = True

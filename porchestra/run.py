@@ -26,6 +26,7 @@ from .models.registry import get_model, make_model
 from .policies import make_policy
 from .policies.base import ControlPolicy
 from .protocol import EndTask
+from .runaway import RunStopped
 from .secrets import Redactor, redactor_for
 
 
@@ -115,6 +116,8 @@ def run_task(task: Task, env: Environment, cfg: RunConfig, *, out_dir: str | Pat
                 reason = "ended_without_end_action" if rt.ended_by_policy else "environment_stopped"
         except BudgetExhausted as e:
             reason = f"budget_exhausted: {e}"
+        except RunStopped as e:  # runaway agent or wall-clock deadline (porchestra/runaway.py)
+            reason = e.reason
         except AgentFailed as e:
             reason = f"orchestrator_failed: {e}"
         except ModelExhausted as e:
