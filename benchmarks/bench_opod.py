@@ -13,6 +13,7 @@ Variants
     sft        likelihood of the stored decisions (porchestra SFT step)
     opod       porchestra OPOD step: RWR on the stored decisions + OPD (sample, teacher, chunked KL)
     opd        porchestra OPD term alone (what TRL's trainer does)
+    sft_full, opod_full   the same with full fine-tuning (teacher = a frozen copy of the weights)
     trl_sdft   trl.experimental.sdft.SDFTTrainer, distillation_mode=full_logits, alpha=1 (reverse KL),
                teacher_model_kind=base, num_generations=1
 """
@@ -61,12 +62,13 @@ def run_ours(args) -> dict:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model, tok, _ = load_merged(args.model)
-    model = add_lora(model, LoraSettings(r=16)).to(device)
+    full = args.variant.endswith("_full")  # full fine-tuning: the teacher is a frozen copy
+    model = (model if full else add_lora(model, LoraSettings(r=16))).to(device)
     model.train()
-    teacher = Teacher.frozen_from(model)
+    teacher = Teacher.frozen_from(model).to(device)
     ctx = Ctx(model, Encoder(tok), device, args.chunk, args.bf16)
     items = _items(args.decisions)
-    if args.variant == "opd":
+    if args.variant.startswith("opd"):
         for it in items:
             it.weight = 0.0
     cfg = OPODSettings(lam=1.0, gen=GenSettings(max_new_tokens=args.new_tokens))
@@ -76,7 +78,7 @@ def run_ours(args) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        if args.variant == "sft":
+        if args.variant.startswith("sft"):
             loss, m = likelihood_loss(ctx, items)
         else:
             loss, m = opod_loss(ctx, teacher, items, cfg)
@@ -175,10 +177,12 @@ def main() -> None:
         results[v] = json.loads(line[7:])
         r = results[v]
         print(f"{v:9s} step {r['step_s']:.3f} s   peak {r['peak_mb']:.0f} MB   ({r['device']})")
-    base = results.get("sft")
     for v, r in results.items():
-        if base and v != "sft":
-            print(f"ratio {v}/sft: time {r['step_s'] / base['step_s']:.2f}x  memory {r['peak_mb'] / base['peak_mb']:.2f}x")
+        base = results.get("sft_full" if v.endswith("_full") else "sft")
+        if base and not v.startswith("sft"):
+            name = "sft_full" if v.endswith("_full") else "sft"
+            print(f"ratio {v}/{name}: time {r['step_s'] / base['step_s']:.2f}x  "
+                  f"memory {r['peak_mb'] / base['peak_mb']:.2f}x")
     if "opd" in results and "trl_sdft" in results:
         a, b = results["opd"], results["trl_sdft"]
         print(f"ratio opd/trl_sdft: time {a['step_s'] / b['step_s']:.2f}x  memory {a['peak_mb'] / b['peak_mb']:.2f}x")

@@ -212,7 +212,8 @@ def _train_opts() -> dict[str, tuple[Any, Any]]:
 SAMPLER_OPTS: dict[str, tuple[Any, Any]] = {
     "sampler": (str, typer.Option("in-process", "--sampler", help="Student samples: in-process (model.generate) "
                                   "| server (OpenAI-compatible completions server: vLLM or porchestra's "
-                                  "sample_server).")),
+                                  "sample_server; adapters/weights synced through files) | trl-vllm (vLLM "
+                                  "through TRL's VLLMClient, weights synced over NCCL; needs vllm + CUDA).")),
     "sampler_url": (Optional[str], typer.Option(None, "--sampler-url", help="Server base URL, e.g. "
                                                 "http://127.0.0.1:8000/v1 (--sampler server).")),
     "sampler_model": (str, typer.Option("student", "--sampler-model", help="Served model name; synced adapters "
@@ -234,11 +235,14 @@ def _make_sampler(o: dict[str, Any], out: Path) -> Any:
         fail(f"--sample-seed: unknown {o['sample_seed']!r} (batch | decision)")
     if o["sampler"] == "in-process":
         return None
-    if o["sampler"] != "server":
-        fail(f"--sampler: unknown {o['sampler']!r} (in-process | server)")
+    if o["sampler"] not in ("server", "trl-vllm"):
+        fail(f"--sampler: unknown {o['sampler']!r} (in-process | server | trl-vllm)")
     if not o["sampler_url"]:
-        fail("--sampler-url: --sampler server needs the server's base URL")
-    from .sampler import ServerSampler
+        fail(f"--sampler-url: --sampler {o['sampler']} needs the server's base URL")
+    from .sampler import ServerSampler, TRLVLLMSampler
+
+    if o["sampler"] == "trl-vllm":
+        return TRLVLLMSampler(o["sampler_url"], o["sync_every"])
 
     key = os.environ.get(o["sampler_api_key_env"]) if o["sampler_api_key_env"] else None
     return ServerSampler(o["sampler_url"], o["sampler_model"], o["sync_every"], out / "sampler_sync", api_key=key)

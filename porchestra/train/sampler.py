@@ -181,3 +181,69 @@ class ServerSampler:
         if logprobs is not None:
             logprobs = logprobs[:len(tokens)]
         return Sample(tokens, logprobs)
+
+
+class TRLVLLMSampler:
+    """vLLM through TRL's `VLLMClient` (trl.generation.vllm_client): samples from token-id prompts over
+    vLLM's OpenAI API, and every `sync_every` steps rank 0 broadcasts the current weights over NCCL
+    (vLLM's weight transfer; a LoRA adapter is merged for the transfer, then unmerged). Needs `vllm` on
+    the trainer side, CUDA, and a server started with
+    `VLLM_SERVER_DEV_MODE=1 vllm serve <SFT dir> --weight-transfer-config '{"backend": "nccl"}'`.
+    Not yet run (no GPU in the sessions that wrote it); weights sharded by FSDP/ZeRO-3 are refused."""
+
+    def __init__(self, base_url: str, sync_every: int = 1):
+        if sync_every < 1:
+            raise ValueError("--sync-every must be >= 1")
+        self.base_url, self.sync_every = base_url.rstrip("/").removesuffix("/v1"), sync_every
+        self._client: Any = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            from trl.generation.vllm_client import VLLMClient
+
+            self._client = VLLMClient(base_url=self.base_url, connection_timeout=120)
+        return self._client
+
+    def sync(self, ctx: Any, step: int) -> None:
+        if step % self.sync_every:
+            return
+        if ctx.par.synced_generation:
+            raise ValueError("--sampler trl-vllm: weights sharded by FSDP/ZeRO-3 are not supported; use DDP")
+        if ctx.par.rank == 0:
+            c = self.client()
+            if c.communicator is None:
+                c.init_communicator(device=ctx.device)
+            if is_peft(ctx.model):
+                ctx.model.merge_adapter()
+                try:
+                    params = [(n.replace(".base_layer", ""), p.data) for n, p in
+                              ctx.model.get_base_model().named_parameters() if "lora_" not in n]
+                    with c.weight_update():
+                        for name, data in params:
+                            c.update_named_param(name, data)
+                finally:
+                    ctx.model.unmerge_adapter()
+            else:
+                c.update_model_params(ctx.model)
+            c.reset_prefix_cache()
+        ctx.par.barrier()
+
+    def sample(self, ctx: Any, prompts: list[list[int]], gen: GenSettings, num_return: int = 1,
+               seeds: list[int] | None = None) -> list[Sample]:
+        if not prompts:
+            return []
+        kw = {"stop_token_ids": [ctx.enc.eos_id], "skip_special_tokens": False}
+        groups = [(prompts, None)] if seeds is None else [([p], s) for p, s in zip(prompts, seeds)]
+        out: list[Sample] = []
+        for ps, seed in groups:
+            res = self.client().generate(ps, n=num_return, temperature=gen.temperature, top_p=gen.top_p,
+                                         max_tokens=gen.max_new_tokens, logprobs=0,
+                                         generation_kwargs={**kw, **({"seed": seed} if seed is not None else {})})
+            lps = res.get("logprobs") or [None] * len(res["completion_ids"])
+            for ids, lp in zip(res["completion_ids"], lps):
+                tokens = _cut([int(t) for t in ids], ctx.enc.eos_id)
+                flat = [float(x[0]) for x in lp][:len(tokens)] if lp else None
+                if flat is not None and len(flat) < len(tokens):
+                    flat += [math.nan] * (len(tokens) - len(flat))
+                out.append(Sample(tokens, flat))
+        return out
