@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .safe_yaml import YamlTooLarge, safe_load
+from .secrets import same_endpoint
 from .models.registry import DEFAULT_MODEL, ModelOptions, parse_spec
 
 ROLES = ("orchestrator", "worker", "attributor", "judge", "user")
@@ -34,11 +35,11 @@ class Budgets(BaseModel):
     max_cost_usd: float | None = Field(None, gt=0, description="stop the task when known cost exceeds this")
     max_parallel: int = Field(1, ge=1, description="workers running at once (concurrent modes)")
     require_delegation: bool = Field(True, description="the end action is offered only after a worker ran")
-
     repeat_warn: int = Field(3, ge=0, description="identical consecutive actions (same arguments and result) "
                              "before an agent is told to change course (0: never; porchestra/runaway.py)")
     max_repeats: int = Field(10, ge=0, description="identical consecutive actions that end the agent (0: never)")
     deadline_s: float | None = Field(None, gt=0, description="wall-clock limit of one task run (each eval task)")
+
 
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -100,8 +101,12 @@ class RunConfig(BaseModel):
             return own or ModelOptions()
         if own is None:
             return base
-        return ModelOptions.model_validate({**base.model_dump(exclude_unset=True),
-                                            **own.model_dump(exclude_unset=True)})
+        inherited = base.model_dump(exclude_unset=True)
+        mine = own.model_dump(exclude_unset=True)
+        if "base_url" in mine and "api_key_env" not in mine and not same_endpoint(mine["base_url"],
+                                                                                    inherited.get("base_url")):
+            inherited.pop("api_key_env", None)  # the default key is for the default server only
+        return ModelOptions.model_validate({**inherited, **mine})
 
     def worker_model_names(self) -> dict[str, str]:
         """Models the orchestrator may pick by name; "default" is always the default worker model."""

@@ -11,7 +11,7 @@ import base64
 import os
 import re
 from typing import Iterable, Mapping
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 MASK = "[REDACTED]"
@@ -28,15 +28,15 @@ class Redactor:
         values = {s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}
         if include_environ:
             values |= {os.environ[k] for k in secret_env_names() if len(os.environ[k]) >= _MIN_SECRET_LEN}
-        # longest first, so a key that contains another is masked whole
-        self._values = sorted(values, key=len, reverse=True)
+        # longest first, so a key that contains another is masked whole; each with its common encodings
+        self._values = sorted({e for v in values for e in encodings(v)}, key=len, reverse=True)
         # bearer tokens in echoed headers are masked even when the value is unknown to us
         self._patterns = [re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}"),
                           re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")]
 
     def add(self, value: str | None) -> None:
         if value and len(value) >= _MIN_SECRET_LEN and value not in self._values:
-            self._values.append(value)
+            self._values.extend(e for e in encodings(value) if e not in self._values)
             self._values.sort(key=len, reverse=True)
 
     def redact_text(self, text: str) -> str:
@@ -46,6 +46,38 @@ class Redactor:
         for p in self._patterns:
             text = p.sub(lambda m: (m.group(1) if m.re.groups else "") + MASK, text)
         return _BASIC.sub(_mask_basic, text)
+
+
+def encodings(value: str) -> set[str]:
+    """`value` and the forms it commonly travels in: URL-encoded (quote / quote_plus), hex (both
+    cases), and base64 (standard and URL-safe alphabets) at each of the three alignments a value can
+    have inside a longer encoded blob (`Basic base64(user:key)`, a JSON document encoded whole): only the
+    characters that depend on the value alone are kept, so a match anywhere in such a blob is masked."""
+    raw = value.encode("utf-8", "surrogatepass")
+    out = {value, quote(value, safe=""), quote_plus(value, safe=""), raw.hex(), raw.hex().upper()}
+    n = len(raw)
+    for k in range(3):  # k bytes of something else before the value in the encoded stream
+        enc = base64.b64encode(bytes(k) + raw).decode()
+        start = -(-8 * k // 6)  # first character made only of the value's bits
+        end = (8 * (k + n)) // 6  # last character not mixed with what follows
+        core = enc[start:end]
+        if len(core) >= 8:
+            out |= {core, core.replace("+", "-").replace("/", "_")}
+    return {e for e in out if len(e) >= _MIN_SECRET_LEN}
+
+
+def same_endpoint(a: str | None, b: str | None) -> bool:
+    """Whether two base URLs name the same server (scheme, host, port); None is the public OpenAI API."""
+    def norm(u: str | None) -> tuple[str, str, int | None]:
+        if not u:
+            return ("https", "api.openai.com", 443)
+        p = urlsplit(u if "://" in u else "http://" + u)
+        try:
+            port = p.port or (443 if p.scheme == "https" else 80)
+        except ValueError:
+            port = None
+        return (p.scheme.lower(), (p.hostname or "").lower(), port)
+    return norm(a) == norm(b)
 
 
 # "Basic <base64 of user:password>" (URL userinfo becomes this header); masked only when it decodes to

@@ -319,10 +319,9 @@ def test_huge_output_is_truncated_with_its_length(ws):
 @needs_sandbox
 @each_level
 def test_cannot_kill_the_parent(ws, level, monkeypatch):
-    monkeypatch.setenv("PORCHESTRA_TEST_PID", str(os.getpid()))
-    code = """
+    code = f"""
 import os, signal
-for pid in (os.getppid(), int(os.environ['PORCHESTRA_TEST_PID']), 1):
+for pid in (os.getppid(), {os.getpid()}, 1):
     try:
         os.kill(pid, signal.SIGKILL); print('SENT', pid)
     except OSError as e:
@@ -342,13 +341,19 @@ print('END')
 
 
 @needs_sandbox
-def test_secret_environment_variables_are_scrubbed(ws, monkeypatch):
+def test_environment_is_an_allow_list(ws, monkeypatch):
     monkeypatch.setenv("PORCHESTRA_CANARY_API_KEY", "canary-secret-9f8e7d")
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:canary-dsn-pw@db/prod")  # an innocent name
     monkeypatch.setenv("PORCHESTRA_CANARY_PLAIN", "visible-value")
-    r = box(ws).run_python("import os\nprint(sorted(os.environ.items()))\nprint(open('/proc/self/environ').read())")
+    code = "import os\nprint(sorted(os.environ.items()))\nprint(open('/proc/self/environ').read())"
+    r = box(ws).run_python(code)
     assert r.exit_code == 0, r.stderr
-    assert "canary-secret-9f8e7d" not in r.stdout and "PORCHESTRA_CANARY_API_KEY" not in r.stdout
-    assert "visible-value" in r.stdout  # scrubbing is targeted, not a blank environment
+    for needle in ("canary-secret-9f8e7d", "PORCHESTRA_CANARY_API_KEY", "canary-dsn-pw", "visible-value"):
+        assert needle not in r.stdout  # nothing of the host's environment unless allowed
+    assert "'PATH'" in r.stdout and "'HOME'" in r.stdout
+    allowed = Sandbox(ws, python=_python_for("auto"), limits=Limits(**TIGHT), env_allow=["PORCHESTRA_CANARY_P*"])
+    r = allowed.run_python(code)
+    assert "visible-value" in r.stdout and "canary-dsn-pw" not in r.stdout
 
 
 @needs_sandbox

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ..protocol import EndTask, ToolCall
 from ..tools.base import Tool, ToolResult, tool_from_function
 from ..tools.files import make_file_tools, resolve_in_workspace
+from ..tools._workspace import SharedWorkspace
 from ..tools.sandbox import Isolation, Limits, Sandbox, resolve_isolation
 from .base import Environment, Score, Task
 from .benchmark import Benchmark, BenchmarkError
@@ -44,13 +45,18 @@ class GeneralEnv(Environment):
         self._answer = answer
         self._env_allow = list(env_allow or [])  # host variables the sandboxed code may see (names, NAME_*)
         self._temp: Path | None = None
+        self._shared: SharedWorkspace | None = None
+        self.synced = None  # what close() carried back to a given workspace (a SyncReport)
         self.workspace: Path | None = None
         self.sandbox: Sandbox | None = None
         self.task: Task | None = None
         self._tools: list[Tool] = []
 
     def describe(self) -> dict[str, Any]:
-        return {"isolation": self.isolation}
+        from ..tools._cgroup import detect
+
+        return {"isolation": self.isolation,  # what memory_mb / max_procs bound: the whole sandbox or each process
+                "limit_scope": (detect()[0] or "per-process") if self.isolation != "none" else "per-process"}
 
     # ----------------------------------------------------------------- lifecycle
     def reset(self, task: Task) -> None:
@@ -58,7 +64,10 @@ class GeneralEnv(Environment):
         self.task = task
         if self._given_workspace is not None:
             self._given_workspace.mkdir(parents=True, exist_ok=True)
-            self.workspace = self._given_workspace.resolve()
+            # the user's own directory is never handed to the sandbox: the run works in a private copy of
+            # what is shareable, and the changes go back at close() (tools/_workspace.py)
+            self._shared = SharedWorkspace(self._given_workspace)
+            self.workspace = self._shared.copy
         else:
             self._temp = Path(tempfile.mkdtemp(prefix="porchestra-ws-"))
             self.workspace = self._temp
@@ -75,6 +84,12 @@ class GeneralEnv(Environment):
         self._tools = [self._execute_python_tool(self.sandbox), *make_file_tools(self.workspace)]
 
     def close(self) -> None:
+        if self._shared is not None:
+            try:
+                self.synced = self._shared.sync_back()
+            finally:
+                self._shared.close()
+                self._shared = None
         if self._temp is not None:
             shutil.rmtree(self._temp, ignore_errors=True)
             self._temp = None

@@ -7,6 +7,7 @@ file never holds a merged or corrupt row. Finished keys are skipped on resume.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -15,6 +16,23 @@ from pathlib import Path
 from typing import Any, Iterable
 
 Key = tuple[str, int, str]
+# the eval directory cannot take more data: stop the eval (exit 2), never record it as a task's failure
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+class OutputWriteError(OSError):
+    """results.jsonl (or another eval output) could not be written; the file is left intact."""
+
+
+def disk_error(e: BaseException | None) -> OSError | None:
+    """The full-disk / read-only OSError behind `e` (itself or in its cause/context chain), if any."""
+    seen = 0
+    while e is not None and seen < 20:
+        if isinstance(e, OSError) and e.errno in DISK_ERRNOS:
+            return e
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
 
 
 def config_hash(payload: dict[str, Any]) -> str:
@@ -61,13 +79,35 @@ class ResultStore:
     def append(self, row: dict[str, Any]) -> None:
         line = json.dumps(row, ensure_ascii=False, default=str) + "\n"
         with self._lock:
-            if row_key(row) in self.done():
+            key = row_key(row)
+            old = next((r for r in self.rows if row_key(r) == key), None)
+            if old is not None and not old.get("infra_error"):
                 return  # exactly once, even if two runners race on the same key
-            with self.path.open("a", encoding="utf-8", errors="backslashreplace") as fh:  # lone surrogates
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            self._write_line(line)
+            if old is not None:  # a rerun replaces an infra-error row (on load the last row of a key wins)
+                self.rows.remove(old)
             self.rows.append(row)
+
+    def _write_line(self, line: str) -> None:
+        """Append one whole line or nothing: a failed write (full disk) is cut back to the previous end,
+        so results.jsonl stays intact and a resume after freeing space just continues."""
+        data = line.encode("utf-8", "backslashreplace")  # lone surrogates
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            end = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError as e:
+                try:
+                    os.ftruncate(fd, end)
+                except OSError:
+                    pass  # a torn tail is still cut off by the next load
+                raise OutputWriteError(e.errno, f"cannot append to {self.path}: {e.strerror}") from None
+        finally:
+            os.close(fd)
 
     def for_config(self, chash: str) -> list[dict[str, Any]]:
         return [r for r in self.rows if r["config_hash"] == chash]

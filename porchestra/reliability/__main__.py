@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m porchestra.reliability", description=__doc__.splitlines()[2])
     ap.add_argument("--fast", action="store_true", help="the smaller settings of the default test run")
     ap.add_argument("--only", nargs="*",
-                    help="property keys: malformed api_faults crash sandbox secrets budgets bad_input")
+                    help="property keys: malformed api_faults crash sandbox secrets budgets bad_input hardening")
     ap.add_argument("--fault-rate", type=float, default=None, help="share of API calls that fail (default 0.3)")
     ap.add_argument("--out", type=Path, default=Path("docs/reliability.md"))
     args = ap.parse_args(argv)

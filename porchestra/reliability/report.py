@@ -11,13 +11,15 @@ from typing import Any, Callable
 from .result import PropertyResult
 
 FULL = {"malformed": {}, "api_faults": {"episodes": 50}, "crash": {"tasks": 120, "kills": 8, "max_concurrency": 4},
-        "sandbox": {}, "secrets": {}, "budgets": {"examples": 500}, "bad_input": {}}
+        "sandbox": {}, "secrets": {}, "budgets": {"examples": 500}, "bad_input": {},
+        "hardening": {"race_s": 5.0, "reads": 100, "eval_tasks": 300, "disk_tasks": 120}}
 FAST = {"malformed": {}, "api_faults": {"episodes": 20}, "crash": {"tasks": 30, "kills": 3},
-        "sandbox": {}, "secrets": {}, "budgets": {"examples": 100}, "bad_input": {}}
+        "sandbox": {}, "secrets": {}, "budgets": {"examples": 100}, "bad_input": {},
+        "hardening": {"race_s": 2.0, "reads": 30, "eval_tasks": 200, "disk_tasks": 60}}
 
 
 MODULES = {"malformed": "malformed", "api_faults": "api_faults", "crash": "crash", "sandbox": "escapes",
-           "secrets": "secrets_check", "budgets": "budgets", "bad_input": "bad_input"}
+           "secrets": "secrets_check", "budgets": "budgets", "bad_input": "bad_input", "hardening": "hardening"}
 
 # What the suite found when it was first run, and the fix (one commit each; see git log).
 FINDINGS = [
@@ -38,6 +40,30 @@ FINDINGS = [
 ]
 
 
+# stated plainly in docs/reliability.md under the hardening table
+HARDENING_LIMITS = [
+    "What holds where (limits of the fallbacks):",
+    "",
+    "- **cgroups.** With a cgroup (v2 with memory+pids delegated to our cgroup, else v1 memory and pids "
+    "hierarchies we may write, as here) `memory_mb` and `max_procs` bound the sandbox as a whole. Without one "
+    "(not root, no delegation, read-only /sys/fs/cgroup) they fall back to per-process limits: RLIMIT_AS per "
+    "process (N children may use N × memory_mb) and RLIMIT_NPROC per sandbox uid (root) or per user namespace "
+    "(not root, kernel >= 5.14); `ExecResult.limit_scope` and `task_start.environment.limit_scope` say which.",
+    "- **Workspace size.** `workspace_mb` is checked by polling (about once a second, at most ~10% of a core) "
+    "and before and after every call: a fast writer can overshoot by what it writes between two polls "
+    "(RLIMIT_FSIZE still caps each file at `file_mb`). `workspace_entries` bounds every host-side walk; each "
+    "walk also stops after 10 s.",
+    "- **Shared workspaces.** A given `--workspace` is never handed to the sandbox uid: the run works in a "
+    "private copy of what any user could read (world-readable files, world-traversable directories, "
+    "symlinks) and carries regular-file changes back at the end (in place, owner and mode kept). The copy "
+    "costs time and disk proportional to the directory; symlinks and special files the code makes are not "
+    "carried back; changes are lost if porchestra itself is killed before the end of the run.",
+    "- **File tools.** Resolution is a userspace walk of directory fds with O_NOFOLLOW (no openat2 needed); "
+    "symlinks inside the workspace are followed by the walk itself and never above the workspace fd.",
+    "- **Full disk / read-only.** Only root can mount the small tmpfs this case uses; elsewhere it is skipped.",
+]
+
+
 def _description(key: str) -> str:
     import importlib
 
@@ -48,10 +74,10 @@ def _description(key: str) -> str:
 
 
 def _runner(key: str) -> Callable[..., PropertyResult]:
-    from . import api_faults, bad_input, budgets, crash, escapes, malformed, secrets_check
+    from . import api_faults, bad_input, budgets, crash, escapes, hardening, malformed, secrets_check
     return {"malformed": malformed.run_malformed, "api_faults": api_faults.run_api_faults, "crash": crash.run_crash,
             "sandbox": escapes.run_escapes, "secrets": secrets_check.run_secrets, "budgets": budgets.run_budgets,
-            "bad_input": bad_input.run_bad_input}[key]
+            "bad_input": bad_input.run_bad_input, "hardening": hardening.run_hardening}[key]
 
 
 def run_suite(fast: bool = False, only: list[str] | None = None, overrides: dict[str, dict[str, Any]] | None = None,
@@ -123,6 +149,16 @@ def render(results: list[PropertyResult], fast: bool) -> str:
                 for name, o in outcomes.items():
                     seen = " ".join(str(o.get("output", "")).split())[:90].replace("|", "/")
                     out.append(f"| {name} | {o['attempt']} | {'yes' if o['contained'] else '**NO**'} | `{seen}` |")
+        elif r.key == "hardening":
+            out += _table(r.figures, skip=("outcomes",))
+            outcomes = r.figures.get("outcomes") or {}
+            if outcomes:
+                out += ["", "| case | item | what the attack does | contained | figures |", "|---|---|---|---|---|"]
+                for name, o in outcomes.items():
+                    c = {True: "yes", False: "**NO**", None: "fallback / skipped"}[o.get("contained")]
+                    rest = {k: v for k, v in o.items() if k not in ("item", "attempt", "contained")}
+                    out.append(f"| {name} | {o['item']} | {o['attempt']} | {c} | {_fmt(rest).replace('|', '/')[:400]} |")
+            out += ["", *HARDENING_LIMITS]
         else:
             out += _table(r.figures)
         for n in r.notes:

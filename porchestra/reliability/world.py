@@ -62,6 +62,10 @@ class VaultEnv(Environment):
         return Score(success=ok, score=float(ok), reason=f"answer={end and end.answer!r} expected={want!r}")
 
 
+# ids that collide once sanitised or truncated to a directory name (real τ² telecom ids share long prefixes)
+COLLIDING = ["a/b", "a_b", "a b", "a:b", "t" * 150 + "-1", "t" * 150 + "-2"]
+
+
 class VaultBenchmark(Benchmark):
     """`n` short tasks (default 6): look a key up and report its value."""
 
@@ -71,7 +75,8 @@ class VaultBenchmark(Benchmark):
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
         n = int(options.get("n", 6))
         keys = sorted(FACTS)
-        tasks = [Task(id=f"vault-{i:04d}", instruction=f"Report the value stored under {keys[i % 4]}.",
+        tid = COLLIDING[:n].__getitem__ if options.get("colliding_ids") else (lambda i: f"vault-{i:04d}")
+        tasks = [Task(id=tid(i), instruction=f"Report the value stored under {keys[i % 4]}.",
                       category=keys[i % 4], metadata={"answer": FACTS[keys[i % 4]], "key": keys[i % 4]})
                  for i in range(n)]
         ids = options.get("ids")

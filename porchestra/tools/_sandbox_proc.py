@@ -9,6 +9,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 # Runs inside the sandbox (python -I -S, no site imports) right before the command: drops to the
 # sandbox uid when started as root, sets the resource limits, then execs. Limits are set here rather
@@ -95,6 +96,7 @@ class Capture:
     stdout_len: int
     stderr_len: int
     duration_s: float
+    killed_for: str | None = None  # a limit the parent's watch enforced (e.g. the workspace size)
 
 
 def _exited(pid: int) -> bool:
@@ -172,7 +174,7 @@ def _kill_group(pid: int) -> None:
 
 
 def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: float, keep: int,
-                 grace_s: float = 1.0) -> Capture:
+                 grace_s: float = 1.0, watch: Callable[[], str | None] | None = None) -> Capture:
     """Run `argv` in its own session, read both pipes until EOF or the deadline, then kill the session.
 
     Namespaced commands (bwrap --die-with-parent, unshare --kill-child) take their whole PID namespace
@@ -185,6 +187,8 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: floa
     assert proc.stdout is not None and proc.stderr is not None
     streams = {proc.stdout.fileno(): _Stream(keep), proc.stderr.fileno(): _Stream(keep)}
     timed_out = False
+    killed_for: str | None = None
+    next_watch = start + 0.5
     exited_at: float | None = None
     own_ns, child_ns = _pid_ns(os.getpid()), None
     with selectors.DefaultSelector() as sel:
@@ -201,6 +205,13 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: floa
                     _kill_group(proc.pid)  # leftovers of an unisolated run
                 if exited_at is not None and now > exited_at + grace_s:
                     break  # something outside our reach still holds the pipe
+                if watch is not None and exited_at is None and now >= next_watch:
+                    t0 = time.monotonic()
+                    killed_for = watch()
+                    next_watch = time.monotonic() + max(1.0, 10 * (time.monotonic() - t0))  # at most ~10% busy
+                    if killed_for:
+                        _kill_group(proc.pid)
+                        exited_at = now
                 if now >= deadline and exited_at is None:
                     timed_out = True
                     _kill_group(proc.pid)
@@ -230,4 +241,4 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str, wall_s: floa
     out, err = streams.values()
     return Capture(exit_code=None if timed_out else proc.returncode, stdout=out.text(), stderr=err.text(),
                    timed_out=timed_out, truncated=out.truncated or err.truncated, stdout_len=out.total,
-                   stderr_len=err.total, duration_s=round(time.monotonic() - start, 3))
+                   stderr_len=err.total, duration_s=round(time.monotonic() - start, 3), killed_for=killed_for)

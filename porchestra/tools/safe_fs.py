@@ -244,8 +244,32 @@ class Beneath:
         finally:
             os.close(top)
 
+    def unlink(self, path: str) -> bool:
+        """Remove a regular file below the root (never a directory, never through a symlink); False when
+        there is none."""
+        with self._root_fd() as rfd:
+            try:
+                stack, name = self._resolve(rfd, path, create_dirs=False, final_dir=False)
+            except ToolError:
+                return False
+            try:
+                if name is None:
+                    return False
+                try:
+                    st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+                except FileNotFoundError:
+                    return False
+                if not stat.S_ISREG(st.st_mode):
+                    return False
+                os.unlink(name, dir_fd=stack[-1])
+                return True
+            finally:
+                for d in stack:
+                    os.close(d)
+
 
 def _under(root: Path, target: str) -> bool:
     norm = os.path.normpath(target)
     r = str(root)
     return norm == r or norm.startswith(r.rstrip("/") + "/")
+

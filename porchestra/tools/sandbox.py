@@ -8,14 +8,19 @@ Isolation levels, strongest first (``Sandbox.isolation`` says which one is in us
 - ``unshare`` util-linux unshare: own network and PID namespaces, but the file system is shared.
 - ``none``    a plain child process; refused unless ``allow_unisolated=True``.
 
-Limits: wall time is enforced by the parent (the whole namespace is killed); memory (RLIMIT_AS), CPU
-time, file size and process count (RLIMIT_NPROC) are set by a tiny launcher inside the sandbox just
-before it execs the command. The kernel ignores RLIMIT_NPROC for root, so when the parent runs as
-root the launcher first drops to a random unprivileged uid private to this Sandbox (processes are
-counted per uid, so concurrent sandboxes do not share the budget); the workspace is handed to that uid
-for the duration of a run and back to its owner afterwards. Not root, bwrap/unshare put the code in a
-user namespace of its own, where the kernel (>= 5.14) counts RLIMIT_NPROC per namespace.
-When the command returns, its PID namespace is torn down: no background process survives.
+Limits: wall time is enforced by the parent (the whole namespace is killed). Memory and process count
+bound the sandbox as a whole through a cgroup per run where the machine allows one (tools/_cgroup.py:
+v2, else v1), and each process on its own in any case: a tiny launcher inside the sandbox sets
+RLIMIT_AS, CPU time, file size and RLIMIT_NPROC just before it execs the command (`limit_scope` says
+whether the cgroup applies). The kernel ignores RLIMIT_NPROC for root, so when the parent runs as
+root the launcher first drops to a random unprivileged uid private to this Sandbox; the workspace
+(which must be the run's own: GeneralEnv works on a private copy of a user's directory) is handed to
+that uid for a run and back afterwards, skipping special files, hard-linked files and other owners'
+entries. Not root, bwrap/unshare put the code in a user namespace of its own. The workspace's disk use
+(`workspace_mb`) and entry count (`workspace_entries`) are limited: polled during a call, checked
+before and after it; every host-side walk of the workspace is bounded in entries and time.
+The environment is a fixed minimal one plus the host variables named in `env_allow`.
+When the command returns, its PID namespace (and cgroup) is torn down: no background process survives.
 """
 
 from __future__ import annotations
@@ -29,13 +34,16 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..secrets import allowed_environ
+from ._cgroup import CgroupBox
 from ._sandbox_proc import Capture, launcher_argv, run_captured
+from ._workspace import scan
 
 Isolation = Literal["auto", "bwrap", "unshare", "none"]
 LEVELS = ("bwrap", "unshare", "none")
@@ -64,6 +72,8 @@ class Limits(BaseModel):
     cpu_s: int | None = Field(None, ge=1)  # RLIMIT_CPU; None: int(wall_s) + 2 (wall time binds first)
     file_mb: int = Field(512, ge=1)  # largest file the code may write (RLIMIT_FSIZE)
     tmp_mb: int = Field(64, ge=1)  # size of the private /tmp (bwrap)
+    workspace_mb: int = Field(4096, ge=1)  # disk the workspace may use; the code is stopped past it
+    workspace_entries: int = Field(200_000, ge=100)  # files + directories; bounds every host-side walk
 
 
 class ExecResult(BaseModel):
@@ -76,6 +86,9 @@ class ExecResult(BaseModel):
     stdout_len: int = 0  # original length in bytes
     stderr_len: int = 0
     duration_s: float = 0.0
+    limit_error: str | None = None  # a sandbox limit stopped the code (workspace size, entries)
+    limit_scope: str = "per-process"  # what memory_mb / max_procs bound (Sandbox.limit_scope)
+    memory_peak_mb: float | None = None  # the whole sandbox's peak (cgroup only)
 
     def render(self) -> str:
         """The observation text an agent sees."""
@@ -86,6 +99,8 @@ class ExecResult(BaseModel):
             parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
         if self.timed_out:
             parts.append("[timed out: the process was killed at the wall-time limit]")
+        elif self.limit_error and self.exit_code is None:
+            pass  # the reason is already in stderr
         elif self.exit_code not in (0, None):
             parts.append(f"[exit code {self.exit_code}]")
         return "\n".join(parts) if parts else "[no output]"
@@ -160,16 +175,38 @@ def resolve_isolation(isolation: str = "auto", allow_unisolated: bool = False, p
     return isolation
 
 
-def _chown_tree(root: Path, uid: int, gid: int, only_from: int | None = None) -> None:
-    """lchown every entry below `root` (symlinks are not followed). A regular file with several hard
-    links may be a host file linked in from outside: it is never handed over."""
+HOST_STEP_S = 10.0  # the longest any host-side walk of the workspace may take (hand-over, size check)
+
+
+class WorkspaceLimit(RuntimeError):
+    """The workspace is over a limit (size, entry count) or too big to walk in HOST_STEP_S."""
+
+
+def _chown_tree(root: Path, uid: int, gid: int, only_from: int | None = None, *,
+                max_entries: int = 200_000, deadline_s: float = HOST_STEP_S) -> None:
+    """lchown every entry below `root` (symlinks are not followed), bounded in entries and time.
+    Handing over (only_from None) leaves alone what is not the workspace owner's plain data: a regular
+    file with several hard links (maybe a host file linked in), sockets, FIFOs and devices, and entries of
+    other owners. Handing back (only_from = the sandbox uid) returns only what the sandbox uid owns."""
+    owner = os.lstat(root).st_uid
+    end = time.monotonic() + deadline_s
+    n = 0
     for dirpath, dirnames, filenames in os.walk(root):
-        for p in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
+        for p in [dirpath] + [os.path.join(dirpath, x) for x in dirnames + filenames]:
+            n += 1
+            if n > max_entries or (n % 512 == 0 and time.monotonic() > end):
+                raise WorkspaceLimit(f"the workspace holds more than {min(n, max_entries)} entries (limit "
+                                     f"workspace_entries={max_entries}, or over {deadline_s:g} s to walk); "
+                                     "delete files you do not need")
             try:
                 st = os.lstat(p)
-                if st.st_uid == uid or (only_from is not None and st.st_uid != only_from):
+                if st.st_uid == uid:
                     continue
-                if only_from is None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                if only_from is not None:
+                    if st.st_uid != only_from:
+                        continue
+                elif (st.st_uid != owner or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1)
+                      or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode))):
                     continue
                 os.lchown(p, uid, gid)
             except FileNotFoundError:
@@ -221,16 +258,68 @@ class Sandbox:
 
     def run(self, argv: list[str], code_dir: str | None = None, env: dict[str, str] | None = None) -> ExecResult:
         """Run `argv` in the sandbox; `code_dir` is mounted read-only at /run/porchestra (bwrap)."""
-        self._prepare_workspace()
+        lim = self.limits
         try:
-            cap: Capture = run_captured(self._argv(argv, code_dir), env={**self._env(), **(env or {})},
-                                        cwd=str(self.workspace), wall_s=self.limits.wall_s,
-                                        keep=self.limits.output_chars)
-        finally:
+            self._prepare_workspace()
+            self._check_size()
+        except WorkspaceLimit as e:  # nothing runs: the code gets the reason as its observation
             self._restore_workspace()
-        return ExecResult(exit_code=cap.exit_code, stdout=cap.stdout, stderr=cap.stderr,
+            return ExecResult(exit_code=None, stdout="", stderr=f"[not run: {e}]", isolation=self.isolation,
+                              limit_error=str(e), limit_scope=self.limit_scope)
+        box = CgroupBox(lim.memory_mb, lim.max_procs) if self.isolation != "none" else None
+        notes: list[str] = []
+        try:
+            cap: Capture = run_captured((box.wrap if box else list)(self._argv(argv, code_dir)),
+                                        env={**self._env(), **(env or {})}, cwd=str(self.workspace),
+                                        wall_s=lim.wall_s, keep=lim.output_chars, watch=self._watch_size)
+        finally:
+            if box is not None:
+                peak, ooms = box.memory_peak_mb(), box.oom_kills()
+                box.close()
+            try:
+                self._restore_workspace()
+            except WorkspaceLimit as e:
+                notes.append(str(e))
+        if cap.killed_for:
+            notes.append(cap.killed_for)
+        else:
+            try:
+                self._check_size()
+            except WorkspaceLimit as e:
+                notes.append(str(e))
+        stderr = cap.stderr + "".join(f"\n[limit: {n}]" for n in notes)
+        if box is not None and ooms:
+            stderr += f"\n[limit: the sandbox hit memory_mb={lim.memory_mb} (all its processes together); " \
+                      f"{ooms} process(es) killed]"
+        return ExecResult(exit_code=None if cap.killed_for else cap.exit_code, stdout=cap.stdout, stderr=stderr,
                           timed_out=cap.timed_out, truncated=cap.truncated, isolation=self.isolation,
-                          stdout_len=cap.stdout_len, stderr_len=cap.stderr_len, duration_s=cap.duration_s)
+                          stdout_len=cap.stdout_len, stderr_len=cap.stderr_len, duration_s=cap.duration_s,
+                          limit_error="; ".join(notes) or None, limit_scope=box.scope or "per-process" if box else
+                          "per-process", memory_peak_mb=peak if box is not None else None)
+
+    @property
+    def limit_scope(self) -> str:
+        """What memory_mb / max_procs bound: 'cgroup-v2' / 'cgroup-v1' (the whole sandbox) or
+        'per-process' (RLIMIT_AS per process, RLIMIT_NPROC per sandbox uid or user namespace)."""
+        from ._cgroup import detect
+
+        return (detect()[0] or "per-process") if self.isolation != "none" else "per-process"
+
+    def _check_size(self) -> None:
+        why = self._watch_size(deadline_s=HOST_STEP_S)
+        if why:
+            raise WorkspaceLimit(why)
+
+    def _watch_size(self, deadline_s: float = 2.0) -> str | None:
+        """Why the workspace is over its limits, or None (a bounded scan)."""
+        lim = self.limits
+        r = scan(self.workspace, max_entries=lim.workspace_entries, deadline_s=deadline_s)
+        if r.bytes > lim.workspace_mb << 20:
+            return (f"the workspace uses {r.bytes >> 20} MB, over workspace_mb={lim.workspace_mb} (code running "
+                    "is stopped); delete files to go on")
+        if not r.complete and r.entries > lim.workspace_entries:
+            return f"the workspace holds {r.why_incomplete} (workspace_entries={lim.workspace_entries})"
+        return None
 
     # ----------------------------------------------------------------- command lines
     def _argv(self, argv: list[str], code_dir: str | None) -> list[str]:
