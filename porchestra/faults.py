@@ -30,6 +30,7 @@ from .protocol import ToolCall
 from .tools.base import Tool, ToolResult
 
 if TYPE_CHECKING:
+    from .context import RunContext
     from .loop import Runtime
 
 
@@ -122,7 +123,7 @@ class _Fault:
 class FaultLayer:
     """Same `tools()` / `execute(call, agent_id)` interface as an Environment."""
 
-    def __init__(self, inner: Any, specs: list[FaultSpec], rt: "Runtime", seed: int = 0):
+    def __init__(self, inner: Any, specs: list[FaultSpec], rt: "RunContext", seed: int = 0):
         self.inner, self.rt = inner, rt
         self.faults = [_Fault(s, i, seed) for i, s in enumerate(specs)]
         self._lock = threading.RLock()
@@ -219,7 +220,7 @@ def _renamed_param(t: Tool, old: str, new: str) -> Tool:
 
 def install_faults(rt: "Runtime", faults: list[dict[str, Any]] | list[FaultSpec], seed: int = 0) -> FaultLayer:
     specs = [f if isinstance(f, FaultSpec) else FaultSpec.model_validate(f) for f in faults]
-    layer = FaultLayer(rt.tool_layer, specs, rt, seed)
+    layer = FaultLayer(rt.tool_layer, specs, rt.ctx, seed)  # the layer reads workers and the log only
     rt.tool_layer = layer
     return layer
 
