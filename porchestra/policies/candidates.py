@@ -39,6 +39,7 @@ class CandidateWorkspaces:
         self.spaces: dict[str, Any] = {}
         self.selected: str | None = None
         self.seed_patch = ""  # after a selection, later candidates start from the selected patch
+        self.alias: dict[str, str] = {}  # worker → the candidate whose checkout it works in (MAS2 review)
         self._keep: list[Any] = []
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_all, self.spaces, self._keep)
@@ -47,6 +48,7 @@ class CandidateWorkspaces:
         return self.inner.tools()
 
     def execute(self, call: ToolCall, agent_id: str) -> ToolResult:
+        agent_id = self.alias.get(agent_id, agent_id)
         with self._lock:
             ex = self.spaces.get(agent_id)
             if ex is None:

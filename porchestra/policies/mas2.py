@@ -16,8 +16,12 @@ Fig. 3 is the separate `trigger` mode.)
    rest of the workflow (delegate_tasks), or end the task. `mas2:N` caps the Rectifier at N calls
    (default 3); after that a failed node is passed over.
 5. A final synthesis call (the ordinary orchestrator prompt, end action only) gives the answer.
-On SWE-bench the workflow is the operator pipeline of :mod:`.swe_operators` (generate, review and
-select patch candidates). Events: `plan`, `implement`, `rectify`.
+On SWE-bench (environments with per-attempt workspaces) the operators generate, review and select
+patch candidates: every Generator node is a *generate* operator that writes an independent candidate
+in its own clean checkout; a *review* node per candidate then works in that candidate's checkout
+(inspect the diff, run tests, verdict); a *select* step (Orchestra-o1's `o1_select.j2`, reviews
+attached) makes the chosen checkout the graded one; the synthesis submits it.
+Events: `plan`, `implement`, `rectify`, `select`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from ..runtime_view import render_report
 from ._ask import ask_with_template
 from .base import ControlPolicy
 from .boundary import TriggerPolicy
+from .candidates import CandidateWorkspaces, has_workspaces
 from .offline import plan_variables, render_plan
+from .rounds import OrchestraO1Policy, _last_report
 
 if TYPE_CHECKING:
     from ..agents import StepRecord, Worker
@@ -45,6 +51,12 @@ class Mas2Policy(ControlPolicy):
         self.max_rectify = int(max_rectify)
         if self.max_rectify < 0:
             raise ValueError("the Rectifier limit must be zero or more calls")
+
+    def wrap_tools(self, layer: Any, env: Any, state: dict[str, Any]) -> Any:
+        if not has_workspaces(env):
+            return layer
+        state["candidates"] = CandidateWorkspaces(layer, env)
+        return state["candidates"]
 
     # --- predefined conditions ----------------------------------------------------------------
     def after_step(self, rt: "Runtime", worker: "Worker", record: "StepRecord") -> tuple[str, str] | None:
@@ -84,19 +96,36 @@ class Mas2Policy(ControlPolicy):
 
     def start(self, rt: "Runtime") -> None:
         batch, harnesses = self.generate(rt)
-        harnesses = self.implement(rt, batch, harnesses)
+        harnesses = list(self.implement(rt, batch, harnesses))
         st = rt.policy_state
-        st.update(plan=list(harnesses), tasks=list(batch.tasks), next=0, rectified=0, results=[])
+        tasks = list(batch.tasks)
+        st["review_of"] = {}  # plan index of a review node → plan index of its generate node
+        if st.get("candidates") is not None:  # SWE-bench operators: a review node per candidate
+            for i, h in enumerate(list(harnesses)):
+                st["review_of"][len(harnesses)] = i
+                review = h.model_copy(deep=True)
+                review.subgoal = (f"Review the repair candidate of node {i + 1} in this checkout: inspect `git diff`, "
+                                  "run the relevant tests, and do not change files. Finish with your verdict "
+                                  "(accept or reject, and why) in state.")
+                review.context = f"The candidate was made for: {h.subgoal}"
+                harnesses.append(review)
+                tasks.append(DelegateTask(task_instruction=review.subgoal, context=review.context, tools=review.tools))
+        st.update(plan=harnesses, tasks=tasks, next=0, rectified=0, results=[], node_worker={})
         rt.log.emit("plan", "orchestrator", None, subtasks=[h.model_dump() for h in harnesses], mode=self.name)
 
     # --- running the workflow ---------------------------------------------------------------------
     def node(self, rt: "Runtime", i: int) -> tuple[DelegateTask, list[Any]]:
         st = rt.policy_state
         harness = st["plan"][i].model_copy(deep=True)
-        if st["results"]:
+        if st["results"] and st.get("candidates") is None:  # SWE candidates stay independent
             harness.context = (harness.context + "\n\nResults of earlier nodes:\n" + "\n".join(st["results"])).strip()
         d = st["tasks"][i] if i < len(st["tasks"]) else DelegateTask(task_instruction=harness.subgoal)
         st["next"] = i + 1
+        wid = f"worker-{len(rt.workers) + 1}"  # the id the runtime gives the next worker
+        st["node_worker"][i] = wid
+        layer = st.get("candidates")
+        if layer is not None and i in st["review_of"]:  # a reviewer works in its candidate's checkout
+            layer.alias[wid] = st["node_worker"][st["review_of"][i]]
         return DelegateTask(**{**d.model_dump(), "reasoning": f"mas2 workflow node {i + 1}"}), [harness]
 
     def rectify(self, rt: "Runtime", handoff: Handoff, why: str) -> tuple[Any, Any] | None:
@@ -139,6 +168,12 @@ class Mas2Policy(ControlPolicy):
             # node supersedes a paused one; the synthesis ends the task)
         if st["next"] < len(st["plan"]):
             return self.node(rt, st["next"])
+        layer = st.get("candidates")
+        if layer is not None and not st.get("selected"):  # SWE-bench: the select operator
+            st["selected"] = True
+            notes = {st["node_worker"][g]: _last_report(rt.workers[st["node_worker"][r]])
+                     for r, g in st["review_of"].items() if r in st["node_worker"] and g in st["node_worker"]}
+            OrchestraO1Policy().select(rt, layer, notes)
         return rt.ask_orchestrator(handoff, [rt.env.end_action])  # final synthesis
 
     def describe(self) -> dict[str, Any]:

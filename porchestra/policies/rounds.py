@@ -60,11 +60,14 @@ class OrchestraO1Policy(ControlPolicy):
         return rt.ask_orchestrator(handoff, self.orchestrator_actions(rt, handoff))
 
     # --- SWE-bench: selection among the round's independent candidates ---------------------------
-    def select(self, rt: "Runtime", layer: CandidateWorkspaces) -> None:
+    def select(self, rt: "Runtime", layer: CandidateWorkspaces, notes: dict[str, str] | None = None) -> None:
+        """Pick among the not yet judged candidates; `notes` adds text to a candidate's report (reviews)."""
         judged = rt.policy_state.setdefault("judged", set())
         ids = [wid for wid in rt.workers if wid not in judged and wid in layer.spaces]
         judged.update(rt.workers)
-        cands = [{"id": wid, "diff": layer.diff(wid), "report": _last_report(rt.workers[wid])} for wid in ids]
+        cands = [{"id": wid, "diff": layer.diff(wid),
+                  "report": _last_report(rt.workers[wid]) + (f"\nReview: {notes[wid]}" if notes and wid in notes else "")}
+                 for wid in ids]
         changed = [c for c in cands if c["diff"].strip()]
         if not changed:
             return
