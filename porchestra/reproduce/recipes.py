@@ -52,7 +52,20 @@ class Recipe:
         return [Step(b, m) for b in benches for m in self.modes]
 
 
-_TRAIN = ("porchestra attribute RUN_DIR --out HINTS", "porchestra train sft ...", "porchestra train opod ...")
+_COLLECT = ("porchestra eval gaia --mode proactive -c EXPERT.yaml --out SFT_RUNS  (env_options.taskcraft: TASKCRAFT)",
+            "porchestra eval gaia2 --mode proactive -c EXPERT.yaml --out SFT_RUNS2  (paper_split: train)",
+            "porchestra train sft SFT_RUNS --model BASE --out SFT",
+            "porchestra eval ... -c STUDENT.yaml --out ONPOLICY  (orchestrator = SFT)",
+            "porchestra attribute ONPOLICY --model SFT --out HINTS.jsonl")
+_TABLE2 = _COLLECT + ("porchestra train opod ONPOLICY --attributions HINTS.jsonl --model SFT --out OPOD",
+                      "porchestra train opod ... --lam 0             (w/o OPD)",
+                      "porchestra train opod ... --rwr-weight 0      (w/o RWR: OPD only)",
+                      "porchestra train rwr ONPOLICY --model SFT --out RWR",
+                      "porchestra train dagrpo ... (DA-GRPO, Orchestra-o1 SFT init)",
+                      "then `porchestra eval gaia|gaia2` with each checkpoint as the orchestrator")
+_LAMBDA = _COLLECT + ("porchestra train opod ... --lam L   for each weight L", "then eval gaia2 per checkpoint")
+_DIVERGENCE = _COLLECT + ("porchestra train opod ... --divergence reverse_kl|forward_kl|jsd",
+                          "then eval gaia2 per checkpoint")
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("table1", "Table 1: baselines and POrchestra on GAIA, GAIA2, SWE-Bench", ("gaia", "gaia2", "swebench"),
@@ -67,10 +80,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("task-length", "Fig. 4 (a-c): success by task length and by dynamicity", ("gaia", "gaia2"),
            ("by_length", "by_dynamicity")),
     Recipe("table2", "Table 2: OPOD vs SFT / RWR / DA-GRPO, w/o OPD, w/o RWR", ("gaia", "gaia2"), (),
-           kind="training", train_steps=_TRAIN,
+           kind="training", train_steps=_TABLE2,
            note="needs trained checkpoints; the training steps are printed, not run (see docs/reproducing.md)"),
-    Recipe("lambda", "Fig. 5: the OPD/RWR weighting", ("gaia2",), (), kind="training", train_steps=_TRAIN,
+    Recipe("lambda", "Fig. 5: the OPD/RWR weighting", ("gaia2",), (), kind="training", train_steps=_LAMBDA,
            note="needs one OPOD training run per weight; printed, not run"),
     Recipe("divergence", "Table 4: reverse KL vs forward KL vs JSD", ("gaia2",), (), kind="training",
-           train_steps=_TRAIN, note="needs one OPOD training run per divergence; printed, not run"),
+           train_steps=_DIVERGENCE, note="needs one OPOD training run per divergence; printed, not run"),
 )}
