@@ -56,6 +56,8 @@ class ModelOptions(BaseModel):
     response_format: ResponseFormat = "json_schema"
     fallback: bool = Field(True, description="a server rejecting the structured-output mode: step down once "
                                              "(json_schema → json_object → none) instead of failing")
+    json_object_schema: bool = Field(False, description="json_object requests carry the schema too "
+                                                       "(llama-cpp-python enforces it)")
     guided_decoding: GuidedDecoding = Field("none", description="also send the schema as vLLM's guided_json "
                                                                 "or structured_outputs field")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="extra request fields, sent as is")

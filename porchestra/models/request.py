@@ -3,7 +3,8 @@ settings and the structured-output fields, plus the one-time fallback when a ser
 
 Structured outputs, per role (`response_format`), sent only on calls that carry an action schema:
   json_schema   {"type": "json_schema", "json_schema": {"name": "action", "schema": <schema>}}
-  json_object   {"type": "json_object"}   (JSON mode: any JSON object)
+  json_object   {"type": "json_object"}   (JSON mode: any JSON object; with `json_object_schema` also
+                "schema": <schema>, which llama-cpp-python's server enforces as a grammar)
   none          nothing
 `guided_decoding` adds vLLM's own fields with the same schema (`guided_json`, or `structured_outputs`
 on vLLM >= 0.10). A server that answers 4xx/5xx naming one of these fields has rejected the mode: that
@@ -14,6 +15,7 @@ then json_schema → json_object → none), remembers the step for later calls, 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any, Callable, TypeVar
 
@@ -63,6 +65,7 @@ class StructuredOutput:
         self.mode: str = options.response_format
         self.guided: str = options.guided_decoding
         self.fallback = options.fallback
+        self.object_schema = options.json_object_schema
         self._lock = threading.Lock()
 
     def state(self) -> tuple[str, str]:
@@ -79,6 +82,8 @@ class StructuredOutput:
             out["response_format"] = {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
         elif mode == "json_object":
             out["response_format"] = {"type": "json_object"}
+            if self.object_schema:  # llama-cpp-python's extension: JSON mode constrained to a schema
+                out["response_format"]["schema"] = schema
         if guided == "guided_json":
             out["guided_json"] = schema
         elif guided == "structured_outputs":
@@ -124,7 +129,8 @@ def check_rejection(exc: Any, active: bool, redact: Callable[[str], str]) -> Non
     status = getattr(exc, "status_code", None)
     if not active or status is None or int(status) < 400 or not names_structured_field(error_text(exc)):
         return
-    message = " ".join(str(getattr(exc, "message", "") or exc).split())[:300]
+    message = " ".join(str(getattr(exc, "message", "") or exc).split())
+    message = re.sub(r"^Error code: \d+ - ", "", message)[:300]  # the openai client's prefix repeats the status
     raise FormatRejected(int(status), redact(f"HTTP {status}: {message}"))
 
 
