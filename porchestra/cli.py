@@ -279,6 +279,7 @@ SUBCOMMANDS: list[tuple[str, str, str, str]] = [
     ("porchestra.train.cli", "attribute_cmd", "attribute", "command"),
     ("porchestra.train.cli", "train_app", "train", "typer"),
     ("porchestra.reproduce.cli", "reproduce_cmd", "reproduce", "command"),
+    ("porchestra.serve", "serve_cmd", "serve", "command"),
 ]
 
 
