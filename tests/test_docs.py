@@ -78,6 +78,10 @@ def test_every_shown_command_parses(root_command, args):
         except (typer.Exit, SystemExit) as e:  # an eager flag (--version, --show-completion) did its job
             assert getattr(e, "exit_code", getattr(e, "code", None)) == 0
             return
+        except Exception as e:  # a command with `...` elides its required arguments on purpose
+            if type(e).__name__ == "MissingParameter" and ("..." in args or "…" in args):
+                return
+            raise
         if not hasattr(cmd, "commands"):
             break
         rest = ctx._protected_args + ctx.args
