@@ -38,7 +38,8 @@ class Budgets(BaseModel):
     repeat_warn: int = Field(3, ge=0, description="identical consecutive actions (same arguments and result) "
                              "before an agent is told to change course (0: never; porchestra/runaway.py)")
     max_repeats: int = Field(10, ge=0, description="identical consecutive actions that end the agent (0: never)")
-    deadline_s: float | None = Field(None, gt=0, description="wall-clock limit of one task run (each eval task)")
+    deadline_s: float | None = Field(None, ge=0, description="wall-clock limit in seconds of one task run (each "
+                                     "eval task); unset: 300 when every model is local:, else none; 0: none")
 
 
 class RunConfig(BaseModel):

@@ -59,7 +59,7 @@ class Runtime:
         self._inflight: dict[str, Future] = {}  # worker id → its thread (parallel policies only)
         self._pool: ThreadPoolExecutor | None = None
         self._halted = False
-        self.guard = Guard(cfg.budgets, log)  # repeated actions, wall-clock deadline (runaway.py)
+        self.guard = Guard(cfg, log)  # repeated actions, wall-clock deadline (runaway.py)
         self.ended_by_policy = False  # the policy ended the task without an end action
         self.ctx = RunContext(self)  # what policies and agents see of this run (not the runtime itself)
 

@@ -13,8 +13,9 @@ actions:
   decides what next); the orchestrator ends the task: RunStopped("runaway: ...").
 
 `budgets.deadline_s` bounds a task's wall-clock time (RunStopped("deadline: ..."), checked before
-every agent turn; in `porchestra eval` it applies to each task). run_task records `e.reason` as the
-task's ending reason. One guard per task run; nothing global.
+every agent turn; in `porchestra eval` it applies to each task). Unset, runs whose models are all
+embedded `local:` ones get LOCAL_DEADLINE_S (300 s); 0 turns the deadline off. run_task records
+`e.reason` as the task's ending reason. One guard per task run; nothing global.
 """
 
 from __future__ import annotations
@@ -45,11 +46,26 @@ def _short(value: Any, n: int = 120) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def effective_deadline(cfg: Any) -> float | None:
+    """budgets.deadline_s; when unset and every agent model is an embedded `local:` one, a default of
+    LOCAL_DEADLINE_S, so a run on the embedded model always ends in bounded time (a small model on
+    a busy CPU can take minutes per reply). 0 means no deadline."""
+    set_ = cfg.budgets.deadline_s
+    if set_ is not None:
+        return set_ or None
+    specs = [cfg.orchestrator_model, *cfg.worker_model_names().values()]
+    return LOCAL_DEADLINE_S if all(str(s).startswith("local:") for s in specs) else None
+
+
+LOCAL_DEADLINE_S = 300.0
+
+
 class Guard:
-    def __init__(self, budgets: Any, log: Any, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, cfg: Any, log: Any, clock: Callable[[], float] = time.monotonic):
+        budgets = cfg.budgets
         self.warn_at = budgets.repeat_warn
         self.max_repeats = budgets.max_repeats
-        self.deadline_s = budgets.deadline_s
+        self.deadline_s = effective_deadline(cfg)
         self.log = log
         self.clock = clock
         self.started = clock()
@@ -127,4 +143,4 @@ class Guard:
         return None
 
 
-__all__ = ["Guard", "RunStopped"]
+__all__ = ["Guard", "LOCAL_DEADLINE_S", "RunStopped", "effective_deadline"]

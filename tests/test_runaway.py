@@ -84,3 +84,14 @@ def test_deadline_ends_the_task_with_its_reason(tmp_path):
                [call("price", item="apple"), call("buy", item="apple"), report("finish", "done")])
     r = run_task(task, SlowLedger(), _cfg(), out_dir=tmp_path / "b", models=m)
     assert r.reason == "completed" and r.success is True
+
+
+def test_runs_on_the_embedded_model_get_a_default_deadline():
+    from porchestra.runaway import LOCAL_DEADLINE_S, effective_deadline
+
+    local = RunConfig(orchestrator_model="local:smollm2", worker_model="local:smollm2")
+    assert effective_deadline(local) == LOCAL_DEADLINE_S
+    assert effective_deadline(local.model_copy(update={"budgets": Budgets(deadline_s=0)})) is None
+    assert effective_deadline(local.model_copy(update={"budgets": Budgets(deadline_s=42)})) == 42
+    mixed = RunConfig(orchestrator_model="local:smollm2", worker_model="scripted:w.json")
+    assert effective_deadline(mixed) is None and effective_deadline(_cfg()) is None
