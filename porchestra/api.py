@@ -71,7 +71,12 @@ def resolve_env(task: str | Task, env: str | Environment, cfg: RunConfig) -> tup
     options = {**cfg.env_options, "judge_model": cfg.judge_model, "user_model": cfg.user_model}
     if isinstance(task, Task):
         return task, bench.make_env(task, options)
-    found = [t for t in bench.load_tasks({**options, "ids": [task]}) if t.id == task]
+    try:
+        found = [t for t in bench.load_tasks({**options, "ids": [task]}) if t.id == task]
+    except BenchmarkError:  # no data set to look ids up in: still fine for free text
+        if bench.free_text_task(task, options) is None:
+            raise
+        found = []
     if not found:  # not an id: free text, where the benchmark's environment can take one
         free = bench.free_text_task(task, options)
         if free is None:

@@ -218,7 +218,12 @@ def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: 
         return the_task, env
     bench = load_benchmark(cfg.env)
     options = {**cfg.env_options, "ids": [task], "judge_model": cfg.judge_model, "user_model": cfg.user_model}
-    tasks = [t for t in bench.load_tasks(options) if t.id == task]
+    try:
+        tasks = [t for t in bench.load_tasks(options) if t.id == task]
+    except BenchmarkError:  # no data set to look ids up in: still fine for free text
+        if bench.free_text_task(task, options) is None:
+            raise
+        tasks = []
     if not tasks:  # not an id: free text, where the benchmark's environment can take one
         free = bench.free_text_task(task, options)
         if free is None:

@@ -105,3 +105,11 @@ def test_evaluate_gold_replay_and_resume(tmp_path):
     assert len(again.rows) == 2
     bad = po.evaluate(LedgerBench(), out_dir=tmp_path / "t", policy="gold-truncated")
     assert bad.success_rate == 0.0
+
+
+def test_free_text_task_for_a_benchmark_that_takes_one(tmp_path):
+    orch = po.ScriptedModel([delegate("list the workspace", ["list_files"]), complete("Paris")])
+    worker = po.ScriptedModel([call("list_files"), report("finish", "nothing needed")])
+    r = po.run("What is the capital of France?", env="gaia", orchestrator=orch, worker=worker, out_dir=tmp_path)
+    assert r.reason == "completed" and r.answer == "Paris" and r.success is None  # no ground truth: not scored
+    assert po.read_events(r.events_path)[0].task["instruction"] == "What is the capital of France?"

@@ -42,6 +42,10 @@ class GaiaBenchmark(Benchmark):
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
         return load(flat_options(options))
 
+    def free_text_task(self, text: str, options: dict[str, Any]) -> Task:
+        """`porchestra run "a question" --env gaia`: the GAIA tools on your own question (not scored)."""
+        return Task(id="task", instruction=text)
+
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
         opts = flat_options(options)
         if opts.get("snapshot") in ("fixtures", "fixture") and "search" not in opts:
