@@ -6,6 +6,10 @@ A handoff is a worker report (finish / revise / stop), an exhausted step budget,
 an interruption chosen by the control policy (polling, triggers). A revision is appended to the
 worker's own history and the *same* worker resumes. Budgets, cost caps and model failures end the
 task cleanly with a recorded reason. Entry point: :func:`porchestra.run.run_task`.
+
+The Runtime owns all task state. Policies and agents see it only through its RunContext
+(porchestra/context.py); a decision is validated into a typed effect (porchestra/effects.py) and
+`Runtime.execute` is the one place an effect changes the run.
 """
 
 from __future__ import annotations
