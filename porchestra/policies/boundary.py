@@ -16,7 +16,7 @@ from .base import ControlPolicy
 
 if TYPE_CHECKING:
     from ..agents import StepRecord, Worker
-    from ..loop import Runtime
+    from ..context import RunContext as Runtime  # policy hooks get the run's narrow context
 
 NO_REVISE = frozenset({"finish", "stop"})
 

@@ -15,7 +15,7 @@ from ..protocol import Handoff
 from .base import ControlPolicy
 
 if TYPE_CHECKING:
-    from ..loop import Runtime
+    from ..context import RunContext as Runtime  # policy hooks get the run's narrow context
 
 
 class ConcurrentProactivePolicy(ControlPolicy):

@@ -39,7 +39,7 @@ from .rounds import OrchestraO1Policy, _last_report
 
 if TYPE_CHECKING:
     from ..agents import StepRecord, Worker
-    from ..loop import Runtime
+    from ..context import RunContext as Runtime  # policy hooks get the run's narrow context
 
 
 class Mas2Policy(ControlPolicy):

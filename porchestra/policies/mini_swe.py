@@ -21,7 +21,7 @@ from ..protocol import Evidence, Report, ToolCall
 from .single import ReactPolicy
 
 if TYPE_CHECKING:
-    from ..loop import Runtime
+    from ..context import RunContext as Runtime  # policy hooks get the run's narrow context
 
 MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 _BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n?(.*?)```", re.S)

@@ -27,7 +27,7 @@ from ._ask import ask_with_template
 from .base import ControlPolicy
 
 if TYPE_CHECKING:
-    from ..loop import Runtime
+    from ..context import RunContext as Runtime  # policy hooks get the run's narrow context
 
 
 def plan_variables(rt: "Runtime") -> dict[str, Any]:

@@ -22,7 +22,7 @@ from .base import ControlPolicy
 from .candidates import CandidateWorkspaces, has_workspaces
 
 if TYPE_CHECKING:
-    from ..loop import Runtime
+    from ..context import RunContext as Runtime  # policy hooks get the run's narrow context
 
 
 class OrchestraO1Policy(ControlPolicy):

@@ -15,7 +15,7 @@ from ..protocol import DelegateTask, EndTask, Handoff, Report, ReviseTask
 from .base import ControlPolicy
 
 if TYPE_CHECKING:
-    from ..loop import Runtime
+    from ..context import RunContext as Runtime  # policy hooks get the run's narrow context
 
 SOLO_CONTEXT = ("You work alone: there is no MainAgent to help. Solve the whole task with your tools. "
                 "When done, use finish and put the final answer (exact and concise) in evidence.raw.answer.")
