@@ -93,6 +93,15 @@ def test_recipe_runs_end_to_end_and_writes_its_table(setup, name, heading):
     assert rows == 2 * len(data["configs"])
 
 
+def test_trials_run_each_task_more_than_once(setup):
+    tmp, cfg, tasks = setup
+    out = tmp / "out"
+    r = _run(["reproduce", "polling", "-c", str(cfg), "--out", str(out), "--bench", "general", "--tasks", str(tasks),
+              "--trials", "2", "--limit", "1"])
+    assert r.exit_code == 0, r.output
+    assert all(c["episodes"] == 2 for c in json.loads((out / "polling.json").read_text())["configs"])
+
+
 def test_dry_run_and_training_recipes_and_bad_names(tmp_path):
     r = _run(["reproduce", "ablations", "--dry-run", "--out", str(tmp_path)])
     assert r.exit_code == 0 and r.output.count("--ablate") == 8 and not (tmp_path / "runs").exists()

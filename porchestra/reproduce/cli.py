@@ -17,6 +17,7 @@ def reproduce_cmd(
     bench: list[str] = typer.Option([], help="Run on these benchmarks instead of the paper's (repeatable)."),
     tasks_file: Optional[Path] = typer.Option(None, "--tasks", help="general benchmark: task file."),
     limit: Optional[int] = typer.Option(None, min=1, help="At most this many tasks per step."),
+    trials: int = typer.Option(1, min=1, help="Runs per task (the paper averages some settings over two)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; run nothing."),
 ) -> None:
     """Run every eval a paper table/figure needs (resumable), then write OUT/NAME.md and OUT/NAME.json."""
@@ -35,7 +36,7 @@ def reproduce_cmd(
         return
     try:
         cfg = build_config(config)
-        options = {"tasks": str(tasks_file) if tasks_file else None, "limit": limit}
+        options = {"tasks": str(tasks_file) if tasks_file else None, "limit": limit, "trials": trials}
         path = run_recipe(recipe, cfg, out, options, benches,
                           on_step=lambda s: typer.echo(f"[{recipe.name}] {s.label}", err=True))
     except (RecipeError, ConfigError, BenchmarkError, ValueError) as e:

@@ -53,7 +53,8 @@ def run_step(cfg: RunConfig, s: Step, out: Path, options: dict[str, Any]) -> Pat
     if not tasks:
         raise RecipeError(f"step {s.label}: no tasks selected")
     d = out / "runs" / s.label
-    EvalRunner(bench, EvalPlan(s.bench, opts, c, s.mode), d).run(tasks)
+    trials = int(opts.pop("trials", None) or 1)
+    EvalRunner(bench, EvalPlan(s.bench, opts, c, s.mode, trials=trials), d).run(tasks)
     return d
 
 
