@@ -3,6 +3,7 @@ and vs TRL's SDFTTrainer doing equivalent work (on-policy samples at the same co
 teacher seeing the hint, full-vocabulary reverse KL, LoRA).
 
     python benchmarks/bench_opod.py [--model local:smollm2] [--decisions 4] [--new-tokens 64] [--steps 3]
+    python benchmarks/bench_opod.py --ranks 2      # the real CLI on 2 DDP ranks (accelerate launch)
 
 Each variant runs in a fresh subprocess (clean peak memory: peak RSS of the process on CPU, model
 loading included; torch's allocator peak on GPU) for `--steps` steps after one warm-up step; the
@@ -143,6 +144,44 @@ def run_trl(args) -> dict:
             "device": device.type}
 
 
+def run_ranks(args) -> None:
+    """The real CLI under accelerate launch (shipped DDP config, N ranks): one step of `train opod` with
+    λ = 0 (the likelihood step) and λ = 1, on the fixture records (3 decisions, 2 with a hint; global
+    batch 3). Reports the largest rank's peak memory and the step time."""
+    tmp = Path(args.tmp) / f"ranks{args.ranks}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    fx = ROOT / "tests" / "fixtures" / "train"
+    cli = [sys.executable, "-m", "porchestra"]
+    subprocess.run([*cli, "export", "records", fx / "run_fail", fx / "run_ok", "--out", tmp / "rec.jsonl"], check=True,
+                   capture_output=True, cwd=ROOT)
+    (tmp / "a.json").write_text(json.dumps(['{"needs_repair": true, "hint": "%s"}' % HINT,
+                                            '{"needs_repair": false, "hint": ""}'] * 2))
+    subprocess.run([*cli, "attribute", fx / "run_fail", fx / "run_ok", "--model", f"scripted:{tmp / 'a.json'}",
+                    "--out", tmp / "attr.jsonl"], check=True, capture_output=True, cwd=ROOT)
+    ddp = ROOT / "porchestra" / "train" / "accelerate_configs" / "ddp.yaml"
+    rows = {}
+    for lam in ("0", "1"):
+        out = tmp / f"lam{lam}"
+        subprocess.run(["rm", "-rf", str(out)], check=True)
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ddp), "--num_processes",
+               str(args.ranks), "--main_process_port", "29531", "-m", "porchestra", "train", "opod", tmp / "rec.jsonl",
+               "--attributions", tmp / "attr.jsonl", "--model", args.model, "--out", out, "--max-steps", "1",
+               "--batch-size", "3", "--max-new-tokens", str(args.new_tokens), "--lam", lam, "--no-progress",
+               "--chunk-size", str(args.chunk)] + (["--threads", str(args.threads)] if args.threads else []) + \
+              (["--bf16"] if args.bf16 else [])
+        proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT)
+        if proc.returncode:
+            print(f"lam {lam}: failed\n{proc.stderr[-3000:]}")
+            return
+        rows[lam] = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+        r = rows[lam]
+        print(f"{args.ranks} ranks, lam {lam}: step {r['step_time_s']:.2f} s   peak (largest rank) "
+              f"{r['peak_memory_mb']:.0f} MB   n_rwr {r['n_rwr']} n_opd {r['n_opd']}")
+    a, b = rows["1"], rows["0"]
+    print(f"ratio opod/likelihood step under DDP: time {a['step_time_s'] / b['step_time_s']:.2f}x  "
+          f"memory {a['peak_memory_mb'] / b['peak_memory_mb']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="local:smollm2")
@@ -155,9 +194,14 @@ def main() -> None:
     ap.add_argument("--variants", default="sft,opod,opd,trl_sdft")
     ap.add_argument("--malloc", action="store_true", help="children run with the CPU malloc settings (faster "
                     "steps, but freed memory is kept, so peak RSS overstates the live peak)")
+    ap.add_argument("--ranks", type=int, default=0, help="instead: the real CLI under accelerate launch with this "
+                    "many DDP ranks, OPOD vs likelihood step (largest rank's peak memory)")
     ap.add_argument("--variant", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", default="/tmp/porchestra-bench")
     args = ap.parse_args()
+    if args.ranks:
+        run_ranks(args)
+        return
     if args.variant:  # child process
         res = run_trl(args) if args.variant == "trl_sdft" else run_ours(args)
         print("RESULT " + json.dumps(res))
