@@ -1,4 +1,4 @@
-"""The `local:` backend: a small model run in-process with transformers (CPU, fp32).
+"""The `local:` backend: a small model run in-process with transformers (CPU).
 
     LocalModel("smollm2", ModelOptions())      the embedded default (SmolLM2-135M-Instruct)
     LocalModel("/path/to/checkpoint", opts)    an HF checkpoint or PEFT adapter (OPOD-trained roles)
@@ -6,6 +6,9 @@
 Construction only validates the spec; weights load on the first `complete()` and are shared by every
 LocalModel of the same checkpoint in the process (see local_weights). With a `schema` and
 `options.constrained`, decoding is masked by a JSON-schema grammar so the reply always validates.
+Each conversation's K/V cache is kept between its turns (local_kv.PrefixCache), so a turn prefills
+only what was appended since the last one; weights are held as local_weights.weights_dtype() says
+(int4/bf16 where that is faster on this CPU and exact, else fp32).
 """
 
 from __future__ import annotations
