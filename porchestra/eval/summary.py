@@ -1,4 +1,8 @@
-"""Summary of an eval: success overall and per category, cost split, tokens, steps."""
+"""Summary of an eval: success overall and per category, cost split, tokens, steps.
+
+The success rate is over *scored* rows only: a row that ended on an infrastructure error (the model
+API failed after retries, a checker crashed: `infra_error`, `success: null`) is counted apart and is
+in neither the numerator nor the denominator."""
 
 from __future__ import annotations
 
@@ -20,14 +24,18 @@ def _sum_known(xs: list[Any]) -> float | None:
     return None if any(x is None for x in xs) else float(sum(xs))
 
 
+def _scored(r: dict[str, Any]) -> bool:
+    return r.get("success") is not None and not r.get("infra_error")
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    scored = [r for r in rows if r.get("success") is not None]
+    scored = [r for r in rows if _scored(r)]
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         groups[r.get("category") or "all"].append(r)
 
     def block(rs: list[dict[str, Any]]) -> dict[str, Any]:
-        sc = [r for r in rs if r.get("success") is not None]
+        sc = [r for r in rs if _scored(r)]
         comp: dict[str, float | None] = {}
         for key in ("orchestration", "communication", "execution"):
             comp[key] = _sum_known([(r.get("cost_by_component") or {}).get(key, 0.0) for r in rs])
@@ -62,25 +70,26 @@ def _pct(v: float | None) -> str:
 def summary_table(summary: dict[str, Any], title: str = "eval summary") -> Table:
     t = Table(title=escape(title))
     t.add_column("category", no_wrap=True)
-    for col in ("n", "success", "infra", "cost", "orch / comm / exec", "tokens in/out", "steps"):
+    for col in ("n", "scored", "success", "infra", "cost", "orch / comm / exec", "tokens in/out", "steps"):
         t.add_column(col, no_wrap=True)
     rows = [("overall", summary["overall"])] + list(summary["by_category"].items())
     for name, b in rows:
         c = b["cost_by_component"]
         rate = _pct(b["success_rate"])
         split = " / ".join(_fmt(c[k], True) for k in ("orchestration", "communication", "execution"))
-        t.add_row(escape(name), str(b["tasks"]), rate, str(b["infra_errors"]), _fmt(b["cost_usd"], True), split,
+        t.add_row(escape(name), str(b["tasks"]), str(b["scored"]), rate, str(b["infra_errors"]), _fmt(b["cost_usd"], True), split,
                   f"{b['tokens_input']}/{b['tokens_output']}", _fmt(b["mean_steps"]))
     return t
 
 
 def to_markdown(summary: dict[str, Any], title: str) -> str:
-    lines = [f"# {title}", "", "| category | tasks | success | infra errors | cost (USD) | orchestration | "
-             "communication | execution | tokens in/out | mean steps |", "|" + "---|" * 10]
+    lines = [f"# {title}", "", "Success is over scored tasks; infra errors (model API or checker failures) are "
+             "excluded from it.", "", "| category | tasks | scored | success | infra errors | cost (USD) | "
+             "orchestration | communication | execution | tokens in/out | mean steps |", "|" + "---|" * 11]
     for name, b in [("overall", summary["overall"])] + list(summary["by_category"].items()):
         c = b["cost_by_component"]
         rate = _pct(b["success_rate"])
-        lines.append(f"| {name} | {b['tasks']} | {rate} | {b['infra_errors']} | {_fmt(b['cost_usd'], True)} | "
+        lines.append(f"| {name} | {b['tasks']} | {b['scored']} | {rate} | {b['infra_errors']} | {_fmt(b['cost_usd'], True)} | "
                      f"{_fmt(c['orchestration'], True)} | {_fmt(c['communication'], True)} | "
                      f"{_fmt(c['execution'], True)} | {b['tokens_input']}/{b['tokens_output']} | "
                      f"{_fmt(b['mean_steps'])} |")

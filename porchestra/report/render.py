@@ -21,11 +21,13 @@ def tables(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
     rows = []
     for c in report["configs"]:
         k = c["cost"]
-        rows.append([c["label"], c["mode"], str(c["episodes"]), _f(c["success"], pct=True), _f(c["steps"]),
+        rows.append([c["label"], c["mode"], str(c["episodes"]), str(c.get("scored", "–")), str(c.get("infra_errors", 0)),
+                     _f(c["success"], pct=True), _f(c["steps"]),
                      _f(c["revisions"]), _f(k["orchestration"], money=True), _f(k["communication"], money=True),
                      _f(k["execution"], money=True), _f(k["total"], money=True),
                      ", ".join(f"{n} {_f(v, money=True)}" for n, v in k["other"].items()) or "–"])
-    out.append(("Configurations (mean per task)", ["config", "mode", "n", "success", "steps", "revs",
+    out.append(("Configurations (mean per task; success over scored tasks)", ["config", "mode", "n", "scored",
+                "infra", "success", "steps", "revs",
                 "orch $", "comm $", "exec $", "total $", "other $"], rows))
     if report["ablations"]:
         out.append(("Ablations (one dimension or field off)", ["config", "ablated", "success", "full", "Δ"],
