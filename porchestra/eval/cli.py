@@ -130,7 +130,7 @@ def eval_cmd(
                                    "limit": limit, "scenarios": scenarios, "domain": domain, "category": category,
                                    "instances": instances, "snapshot": snapshot, "hf": hf or None, "policy": the_policy,
                                    "judge_model": cfg.judge_model, "user_model": cfg.user_model,
-                                   "tasks": str(tasks_file) if tasks_file else None}
+                                   "tasks": str(tasks_file) if tasks_file else cfg.env_options.get("tasks")}
         options = {k: v for k, v in options.items() if v is not None}
         plan = EvalPlan(bench, options, cfg, the_policy, trials, _parse_shard(shard), max_concurrency, retries,
                         backend, {"ray_address": ray_address}, keep_infra=keep_infra)

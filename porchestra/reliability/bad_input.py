@@ -96,7 +96,8 @@ EVAL_CASES: list[Case] = [
 ]
 
 
-TORN_MIDDLE = '{"v": 1, "event": "task_start"}\n{"v": 1, "ev\n{"v": 1, "event": "task_end"}\n'
+_HEAD = '"v": 1, "ts": "2026-01-01T00:00:00.000+00:00", "run_id": "r", "task_id": "t", "step": 0, "agent_id": "system"'
+TORN_MIDDLE = '{' + _HEAD + ', "event": "task_start"}\n{"v": 1, "ev\n{' + _HEAD + ', "event": "task_end"}\n'
 READ_CASES: list[tuple[str, Case]] = [
     ("view", ("event log with a corrupt middle line", {"r/events.jsonl": TORN_MIDDLE}, ["{d}/r"], "events.jsonl:2")),
     ("view", ("no event log", {}, ["{d}/nothing"], "no events.jsonl")),

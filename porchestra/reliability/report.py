@@ -37,6 +37,22 @@ FINDINGS = [
     "Reopening an event log whose writer was killed mid-line merged the next event into the torn fragment.",
     "`porchestra view`/`report` on a corrupt event log crashed with a traceback (exit 1); view left an empty "
     "output directory.",
+    # issue 9: the hardening cases run against the code before it (fast settings, this machine)
+    "File tools raced out of the workspace: a racer exchanging a directory with a symlink made read_file return a "
+    "root-only file 39 times and write_file write 73 files outside (7071 calls); through proactive-concurrent and "
+    "orchestra-o1 episodes 6 and 3 writes landed outside.",
+    "The sandbox saw DATABASE_URL, a webhook URL with a token and the api_key_env variable (names not secret-looking).",
+    "$OPENAI_API_KEY and a `default` api_key_env were sent to a worker's own server; the key base64-encoded (in "
+    "JSON, as Basic, URL-safe) and hex reached the event log.",
+    "--out, --config and .env inside --workspace were accepted (the code could read the answer or forge the log).",
+    "A given workspace was chowned: a 0600 file and another user's file became readable to the code; owners and "
+    "modes of all four entries were left changed.",
+    "4 children each held 179 MB under memory_mb=256 (per-process RLIMIT_AS only); a workspace grew to 128 MB "
+    "under a 32 MB budget; a 6000-file workspace was walked on every call.",
+    "Two evals on one --out wrote 376 rows for 200 tasks; 6 colliding ids shared 2 task directories.",
+    "An alias bomb crashed the run (exit 1); a misspelled limit and an unknown task-file key were ignored (the run "
+    "went ahead); a file as --workspace / --out failed late with a traceback; a full disk left a torn "
+    "results.jsonl and exit 1.",
 ]
 
 

@@ -54,6 +54,8 @@ def _config(path: Path, retries: int = 1, **extra: Any) -> Path:
     return path
 
 
+INFRA_CASES = ("401_echoing_authorization", "5xx_echoing_until_retries_run_out", "eval_with_401",
+               "eval_with_adapter_errors_quoting_the_key", "run_with_a_password_in_the_base_url")
 DERIVED_FOR = ("401_echoing_authorization", "successful_run_with_keys_in_prompts_and_outputs",
                "eval_with_keys_in_answers")
 
@@ -139,8 +141,10 @@ def run_secrets(workdir: str | Path | None = None) -> PropertyResult:
                      for var, value in searched.items() if value in text]
             hits += found
             cases[name] = {"exit_code": p.returncode, "files": len(files), "leaks": len(found)}
-            if p.returncode not in (0,):
-                res.fail(f"{name}: exit code {p.returncode}: {p.stderr[-300:]}")
+            # runs whose every model call fails end as infrastructure errors: exit 1 by the CLI's convention
+            expected = 1 if name in INFRA_CASES else 0
+            if p.returncode != expected:
+                res.fail(f"{name}: exit code {p.returncode} (expected {expected}): {p.stderr[-300:]}")
     for h in hits:
         res.fail(h)
     res.figures.update({"canaries": len(searched), "runs": len(runs), "files_scanned": scanned_files,
