@@ -320,3 +320,31 @@ def test_eval_server_dies_mid_run_then_rerun_retries_exactly_the_infra_rows(tmp_
     assert len(lines) == 6  # the infra rows were superseded by appended rows, nothing rewritten
     s = summarize(rows)["overall"]
     assert (s["scored"], s["infra_errors"], s["success_rate"]) == (4, 0, 1.0)
+
+
+def test_tau2_user_simulator_spec_is_built_with_model_options_user(tmp_path):
+    """The τ² environment holds its user simulator as a spec string; the run builds it with
+    model_options.user (here: its own server and temperature), not with default options."""
+    pytest.importorskip("inspect_evals.tau2")
+    from conftest import models
+
+    from porchestra.envs.tau2 import Tau2Benchmark
+
+    task = Tau2Benchmark().load_tasks({"domain": "retail", "ids": ["38"]})[0]
+    user_lines = iter(["Hi, I want to cancel my pending order #W9348897, I no longer need it. "
+                       "My email is daikisanchez1479@example.com.", "Great, thanks! ###STOP###"])
+    with FakeOpenAIServer(replies=lambda body: next(user_lines)) as srv:
+        cfg = RunConfig(orchestrator_model="scripted:o.json", worker_model="scripted:w.json", user_model="openai:sim",
+                        model_options={"user": {"base_url": srv.base_url, "temperature": 0.9, **FAST}})
+        env = Tau2Benchmark().make_env(task, {"user_model": cfg.user_model})
+        tools = ["send_message_to_user", "find_user_id_by_email", "cancel_pending_order"]
+        m = models([delegate("Serve the customer", tools)],
+                   [call("send_message_to_user", message="Hello! How can I help you today?"),
+                    call("find_user_id_by_email", email="daikisanchez1479@example.com"),
+                    call("cancel_pending_order", order_id="#W9348897", reason="no longer needed"),
+                    call("send_message_to_user", message="Your camera order is cancelled; 481.50 will be refunded.")])
+        r = run_task(task, env, cfg, out_dir=tmp_path, models=m)
+        bodies = [q.body for q in srv.requests]
+    assert r.success is True, r.reason
+    assert len(bodies) == 2 and all(b["model"] == "sim" and b["temperature"] == 0.9 for b in bodies)
+    assert all("response_format" not in b for b in bodies)  # no action schema on user-simulator calls
