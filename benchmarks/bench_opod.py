@@ -146,18 +146,24 @@ def run_trl(args) -> dict:
 
 def run_ranks(args) -> None:
     """The real CLI under accelerate launch (shipped DDP config, N ranks): one step of `train opod` with
-    λ = 0 (the likelihood step) and λ = 1, on the fixture records (3 decisions, 2 with a hint; global
-    batch 3). Reports the largest rank's peak memory and the step time."""
+    λ = 0 (the likelihood step) and λ = 1 on the same `--decisions` decisions (fixture delegation
+    contexts, each successful and each with a hint; one global batch). Reports the largest rank's peak
+    memory and the step time."""
+    sys.path.insert(0, str(ROOT))
+    from porchestra.train.records import collect_records
+
     tmp = Path(args.tmp) / f"ranks{args.ranks}"
     tmp.mkdir(parents=True, exist_ok=True)
-    fx = ROOT / "tests" / "fixtures" / "train"
-    cli = [sys.executable, "-m", "porchestra"]
-    subprocess.run([*cli, "export", "records", fx / "run_fail", fx / "run_ok", "--out", tmp / "rec.jsonl"], check=True,
-                   capture_output=True, cwd=ROOT)
-    (tmp / "a.json").write_text(json.dumps(['{"needs_repair": true, "hint": "%s"}' % HINT,
-                                            '{"needs_repair": false, "hint": ""}'] * 2))
-    subprocess.run([*cli, "attribute", fx / "run_fail", fx / "run_ok", "--model", f"scripted:{tmp / 'a.json'}",
-                    "--out", tmp / "attr.jsonl"], check=True, capture_output=True, cwd=ROOT)
+    recs = [r for r in collect_records([ROOT / "tests" / "fixtures" / "train"]) if r.valid and r.messages]
+    rec_lines, att_lines = [], []
+    for i in range(args.decisions):
+        r = recs[i % len(recs)].model_copy(update={"decision_id": f"bench:{i}", "success": True, "reward": 1.0})
+        rec_lines.append(r.model_dump_json())
+        att_lines.append(json.dumps({"decision_id": r.decision_id, "decision_type": r.decision_type,
+                                     "needs_repair": True, "hint": HINT, "status": "ok", "model": "bench",
+                                     "cache_key": str(i)}))
+    (tmp / "rec.jsonl").write_text("\n".join(rec_lines) + "\n")
+    (tmp / "attr.jsonl").write_text("\n".join(att_lines) + "\n")
     ddp = ROOT / "porchestra" / "train" / "accelerate_configs" / "ddp.yaml"
     rows = {}
     for lam in ("0", "1"):
@@ -166,7 +172,7 @@ def run_ranks(args) -> None:
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ddp), "--num_processes",
                str(args.ranks), "--main_process_port", "29531", "-m", "porchestra", "train", "opod", tmp / "rec.jsonl",
                "--attributions", tmp / "attr.jsonl", "--model", args.model, "--out", out, "--max-steps", "1",
-               "--batch-size", "3", "--max-new-tokens", str(args.new_tokens), "--lam", lam, "--no-progress",
+               "--batch-size", str(args.decisions), "--max-new-tokens", str(args.new_tokens), "--lam", lam, "--no-progress",
                "--chunk-size", str(args.chunk)] + (["--threads", str(args.threads)] if args.threads else []) + \
               (["--bf16"] if args.bf16 else [])
         proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT)
