@@ -158,9 +158,8 @@ def case_race_in_mode(root: Path, mode: str, reads: int, seconds: float) -> dict
     cfg = RunConfig(orchestrator_model="scripted:o", worker_model="scripted:w", mode=mode,
                     budgets={"global_steps": 6 * reads + 40, "worker_steps": 3 * reads + 5, "max_parallel": 2})
     env = GeneralEnv(limits=Limits(wall_s=seconds + 5, memory_mb=512, max_procs=32))
-    env._given_workspace = None  # the layout's own directory: an unshared, run-private workspace
     out = root / f"{mode}-run"
-    # GeneralEnv makes its own temp workspace; put the race layout there at reset
+    # GeneralEnv makes its own (run-private) temp workspace; the race layout is put there at reset
     orig_reset = env.reset
 
     def reset(task: Task) -> None:
