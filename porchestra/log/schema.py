@@ -92,6 +92,13 @@ class LLMCallEvent(Event):
     hint_slot: dict[str, int] | None = None
     handoff: dict[str, Any] | None = None
     template: str | None = None
+    # what the provider said (absent when the backend does not say it)
+    finish_reason: str | None = None  # stop | length | …: a reply cut at the length limit is visible
+    response_id: str | None = None
+    served_model: str | None = None  # the model name the server reports, not the porchestra spec
+    response_format: str | None = None  # structured-output mode that answered: json_schema | json_object | none …
+    response_format_fallback: list[dict[str, Any]] = Field(default_factory=list)  # each step-down and why
+    error_status: int | None = None  # failed call: the provider's HTTP status, when there was one
 
 
 class DelegateEvent(Event):
@@ -177,6 +184,45 @@ class PlanEvent(Event):
     subtasks: list[dict[str, Any]] = Field(default_factory=list)  # offline mode: the whole plan
 
 
+class DraftEvent(Event):
+    """autoagents/skill-mas: a drafting stage's output, before the plan is fixed."""
+    event: Literal["draft"] = "draft"
+    stage: str = ""
+    subtasks: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ImplementEvent(Event):
+    """mas2: the Implementer's model backbone per workflow node."""
+    event: Literal["implement"] = "implement"
+    assignments: list[str] = Field(default_factory=list)
+    llm_call: bool = False  # False: one worker model configured, assigned without a call
+
+
+class RectifyEvent(Event):
+    """mas2: the Rectifier was called because a predefined condition fired."""
+    event: Literal["rectify"] = "rectify"
+    condition: str = ""
+    worker: str | None = None
+    decision: str | None = None
+
+
+class SelectEvent(Event):
+    """orchestra-o1 / mas2 on SWE-bench: the candidate chosen after a round."""
+    event: Literal["select"] = "select"
+    chosen: str | None = None
+    reasoning: str = ""
+    llm_call: bool = False
+    candidates: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class RunawayEvent(Event):
+    """An agent repeated the same action with the same outcome (warned, or ended when `ended`)."""
+    event: Literal["runaway"] = "runaway"
+    action: str = ""
+    repeats: int = 0
+    ended: bool = False
+
+
 class TaskEnd(Event):
     event: Literal["task_end"] = "task_end"
     success: bool | None = None
@@ -191,7 +237,8 @@ class TaskEnd(Event):
 EVENT_MODELS: dict[str, type[Event]] = {
     m.model_fields["event"].default: m
     for m in (TaskStart, LLMCallEvent, DelegateEvent, ToolCallEvent, ReportEvent, ReviseEvent, TerminateEvent,
-              FormatErrorEvent, FaultEvent, CompleteEvent, NotificationEvent, PlanEvent, TaskEnd)
+              FormatErrorEvent, FaultEvent, CompleteEvent, NotificationEvent, PlanEvent, DraftEvent,
+              ImplementEvent, RectifyEvent, SelectEvent, RunawayEvent, TaskEnd)
 }
 
 
