@@ -67,10 +67,17 @@ def resolve_env(task: str | Task, env: str | Environment, cfg: RunConfig) -> tup
 
         the_task = task if isinstance(task, Task) else Task(id="task", instruction=task)
         return the_task, GeneralEnv(**cfg.env_options)
+    if isinstance(task, Task):
+        options = {**cfg.env_options, "judge_model": cfg.judge_model, "user_model": cfg.user_model}
+        return task, load_benchmark(env).make_env(task, options)
+    return benchmark_task(task, env, cfg)
+
+
+def benchmark_task(task: str, env: str, cfg: RunConfig, field: str = "task") -> tuple[Task, Environment]:
+    """The benchmark task whose id is `task`, or free text where the benchmark's environment can take
+    one (errors name `field`, the caller's name for the argument)."""
     bench = load_benchmark(env)
     options = {**cfg.env_options, "judge_model": cfg.judge_model, "user_model": cfg.user_model}
-    if isinstance(task, Task):
-        return task, bench.make_env(task, options)
     try:
         found = [t for t in bench.load_tasks({**options, "ids": [task]}) if t.id == task]
     except BenchmarkError:  # no data set to look ids up in: still fine for free text
@@ -80,7 +87,7 @@ def resolve_env(task: str | Task, env: str | Environment, cfg: RunConfig) -> tup
     if not found:  # not an id: free text, where the benchmark's environment can take one
         free = bench.free_text_task(task, options)
         if free is None:
-            raise BenchmarkError(f"task: no task with id {task!r} in benchmark {env!r}")
+            raise BenchmarkError(f"{field}: no task with id {task!r} in benchmark {env!r}")
         found = [free]
     return found[0], bench.make_env(found[0], options)
 

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from .cli_support import env_help, mode_help
 from .config import ConfigError, RunConfig, load_config
-from .envs.benchmark import BenchmarkError, load_benchmark
+from .envs.benchmark import BenchmarkError
 from .models.registry import ModelSpecError
 from .policies import ModeError, make_policy
 
@@ -216,20 +216,9 @@ def _resolve_task(task: str, cfg: RunConfig, workspace: Optional[Path], answer: 
             the_task.metadata["answer"] = answer
         env = general_env_from_options(cfg.env_options, workspace=workspace, allow_unisolated=allow_unisolated)
         return the_task, env
-    bench = load_benchmark(cfg.env)
-    options = {**cfg.env_options, "ids": [task], "judge_model": cfg.judge_model, "user_model": cfg.user_model}
-    try:
-        tasks = [t for t in bench.load_tasks(options) if t.id == task]
-    except BenchmarkError:  # no data set to look ids up in: still fine for free text
-        if bench.free_text_task(task, options) is None:
-            raise
-        tasks = []
-    if not tasks:  # not an id: free text, where the benchmark's environment can take one
-        free = bench.free_text_task(task, options)
-        if free is None:
-            raise BenchmarkError(f"TASK: no task with id {task!r} in benchmark {cfg.env!r}")
-        tasks = [free]
-    return tasks[0], bench.make_env(tasks[0], options)
+    from .api import benchmark_task
+
+    return benchmark_task(task, cfg.env, cfg, field="TASK")
 
 
 def _load_task_file(path: Path):
