@@ -149,6 +149,23 @@ def test_resume_under_accelerate_launch_continues_the_same_run(work):
     _same_run(work / "straight", out)
 
 
+@pytest.mark.slow
+def test_dagrpo_with_an_idle_rank_equals_one_process(work):
+    """Global batch 1 on 2 ranks: rank 1 has no group and runs the weight-0 dummy forward; the
+    update, the loss and the reported reward are those of one process."""
+    judge = work / "judge_dist.json"
+    scores = [{"format": 10, "action_validity": 10, "tool_reasonableness": 10, "decision_quality": 10},
+              {"format": 2, "action_validity": 0, "tool_reasonableness": 0, "decision_quality": 0}]
+    judge.write_text(json.dumps([json.dumps(x) for x in scores] * 4))
+    common = ["dagrpo", work / "rec.jsonl", "--judge", f"scripted:{judge}", "--model", work / "tiny", "--k", "2",
+              "--max-steps", "1", "--batch-size", "1", "--max-new-tokens", "5", "--lr", "1e-2",
+              "--sample-seed", "decision", *FAST]
+    launch(1, *common, "--out", work / "grpo1")
+    launch(2, *common, "--out", work / "grpo2")
+    _same_run(work / "grpo1", work / "grpo2", "adapter/adapter_model.safetensors", ("loss", "reward_mean"))
+    assert (work / "grpo2" / "judge_events.rank1.jsonl").is_file()
+
+
 # --- the server-side sampler -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -100,9 +100,11 @@ def dagrpo_loss(ctx: Ctx, judge: RubricJudge, items: list[Item], cfg: GRPOSettin
     per_group = (-(adv * mean_lp)).view(groups, cfg.k).mean(dim=1)
     weights = torch.ones(groups, device=ctx.device) * (1.0 if n else 0.0)
     loss = decision_mean(ctx, per_group, weights, counts.view(groups, cfg.k).sum(dim=1))
-    return loss, {"loss_pg": float(loss.item()), "reward_mean": float(rewards.mean()) if n else 0.0,
-                  "reward_std": float(rewards.std(unbiased=False)) if n else 0.0, "n_groups": n,
-                  "tokens_pg": int(counts.sum().item()) if n else 0, "judge_unparsed": judge.unparsed}
+    metrics = {"loss_pg": float(loss.item()), "n_groups": n, "tokens_pg": int(counts.sum().item()) if n else 0,
+               "judge_unparsed": judge.unparsed}
+    if n:  # per-rank statistics: a rank without groups reports none (the metrics row averages the others)
+        metrics.update(reward_mean=float(rewards.mean()), reward_std=float(rewards.std(unbiased=False)))
+    return loss, metrics
 
 
 def make_objective(judge: RubricJudge, cfg: GRPOSettings):
