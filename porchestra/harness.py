@@ -9,6 +9,9 @@ Scope and resource operations with a runtime meaning (docs/modes.md, "Revision o
 - task_scope `remove`: the worker's path ends (the runtime terminates it, by the orchestrator).
 - task_scope `decompose`: the orchestrator answers with delegate_task(s); the new workers' `delegate`
   events name the decomposed worker as `parent` and it is closed ("decomposed into ...").
+  In a `revise_task` the worker goes on with its (narrowed) harness as one part and the orchestrator's
+  next delegation, made in a later turn, is the rest: its workers name the revised worker as `parent`
+  (`lineage: "decompose"`), which is not closed.
 - resource `state_handoff` / executor `replace`: the worker's last reported state and evidence travel
   into the context of the replacement or re-delegated worker (:func:`with_state_handoff`).
 """
@@ -38,6 +41,7 @@ class RevisionOutcome:
     ignored: list[str] = field(default_factory=list)  # dimensions refused by ablation
     constraints_changed: bool = False
     remove: bool = False  # task_scope remove: the worker's path ends
+    decompose: bool = False  # task_scope decompose: the worker keeps one part; the next delegation is the rest
 
     @property
     def changed(self) -> bool:
@@ -108,11 +112,14 @@ def apply_revision(h: Harness, r: ReviseTask, available_tools: list[str],
             new.constraints = list(r.constraints)
             out._text_changed = True
             out.constraints_changed = True
-    if r.task_scope.operation == "remove":
+    if r.task_scope.operation in ("remove", "decompose"):
         if "task_scope" in ablate:
-            out.ignored.append("task_scope")
-        else:
+            if "task_scope" not in out.ignored:  # once, also when the instruction was refused too
+                out.ignored.append("task_scope")
+        elif r.task_scope.operation == "remove":
             out.remove = True
+        else:
+            out.decompose = True
     if r.executor.operation == "replace" and r.executor.model:
         new.model = r.executor.model  # the replacement's model is part of the new harness (and of its revise event)
     return out

@@ -63,6 +63,7 @@ class Runtime:
         self._inflight: dict[str, Future] = {}  # worker id → its thread (parallel policies only)
         self._pool: ThreadPoolExecutor | None = None
         self._halted = False
+        self._decomposed: str | None = None  # a worker revised with task_scope decompose: the next delegation's parent
         self.guard = Guard(cfg, log)  # repeated actions, wall-clock deadline (runaway.py)
         self.ended_by_policy = False  # the policy ended the task without an end action
         self.ctx = RunContext(self)  # what policies and agents see of this run (not the runtime itself)
@@ -154,6 +155,9 @@ class Runtime:
             plan = effect.harnesses
             parent, report = (handoff.worker_id, handoff.report) if handoff is not None else (None, None)
             scope = report.task_scope.operation if report is not None else None
+            if self._decomposed is not None and parent in (None, self._decomposed):  # the rest of a revise_task decompose
+                parent, scope = self._decomposed, "decompose"
+            self._decomposed = None
             handoff_state = report is not None and report.resource.object == "state_handoff"
             if parent is not None and self.workers[parent].status == "paused":
                 why = (f"decomposed into {len(plan)} sub-task(s)" if scope == "decompose"
@@ -208,6 +212,8 @@ class Runtime:
             self._start_worker(with_state_handoff(outcome.harness, w.id, w.reports[-1] if w.reports else None),
                                fresh_attempt=False, replaces=w.id, parent=w.id, lineage="replace")
             return
+        if outcome.decompose:  # this worker keeps one part; the next delegation is the rest (harness.py)
+            self._decomposed = w.id
         subgoal_changed = outcome.harness.subgoal != w.harness.subgoal
         w.harness = outcome.harness
         added = [t for t in self.all_tools() if t.name in outcome.added_tools]

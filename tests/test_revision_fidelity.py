@@ -129,6 +129,30 @@ def test_decompose_request_answered_with_subtasks_records_lineage(tmp_path, cfg,
     assert '"action": "delegate_tasks"' in offered
 
 
+@pytest.mark.parametrize("ablate", [[], ["task_scope"]])
+def test_revise_task_decompose_makes_the_next_delegation_the_rest(tmp_path, cfg, ledger_task, ablate):
+    """An orchestrator-initiated decompose: the revised worker keeps one part (the narrowed instruction)
+    and goes on; the next delegation is the rest, recorded as its decomposition (parent + lineage)."""
+    params = {"task_scope": {"operation": "decompose", "object": "items", "details": "one item per worker"},
+              "resource": dict(RESOURCE), "instruction": "apple only"}
+    work = [call("buy", item="apple"), REVISE_REPORT, report("finish", "apple bought"),
+            call("buy", item="pear"), call("total"), report("finish", "total 8")]
+    orch = [delegate("buy apple and pear", ["buy", "total"], budget=10),
+            json.dumps({"action": "revise_task", "reasoning": "split", "params": params}),
+            delegate("buy pear, then total", ["buy", "total"], budget=10), complete("8")]
+    r = run_task(ledger_task, LedgerEnv(), cfg.model_copy(update={"ablate": ablate}), out_dir=tmp_path,
+                 models=models(orch, work))
+    ev = events_of(r.events_path)
+    (rev,) = of(ev, "revise")
+    assert rev["harness"]["subgoal"] == ("buy apple and pear" if ablate else "apple only")
+    (child,) = of(ev, "delegate", agent_id="worker-2")
+    if ablate:  # the decompose was refused: no lineage, as if it had not been asked
+        assert child.get("lineage") is None and rev["ignored"] == ["task_scope"]
+    else:
+        assert child["parent"] == "worker-1" and child["lineage"] == "decompose"
+    assert r.success is True
+
+
 def test_state_handoff_travels_with_an_executor_replacement(tmp_path, cfg, ledger_task):
     params = {"executor": {"operation": "replace"}, "task_scope": dict(SCOPE), "resource": dict(RESOURCE)}
     work = [call("buy", item="apple"), REVISE_REPORT, call("buy", item="pear"), call("total"),
