@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from .config import RunConfig, load_config
 from .envs.base import Environment, Task
-from .envs.benchmark import Benchmark, BenchmarkError, load_benchmark
+from .envs.benchmark import Benchmark, BenchmarkError, check_options, load_benchmark
 from .log.events import Listener
 from .models.base import Model
 from .policies.base import ControlPolicy
@@ -69,7 +69,9 @@ def resolve_env(task: str | Task, env: str | Environment, cfg: RunConfig) -> tup
         return the_task, GeneralEnv(**cfg.env_options)
     if isinstance(task, Task):
         options = {**cfg.env_options, "judge_model": cfg.judge_model, "user_model": cfg.user_model}
-        return task, load_benchmark(env).make_env(task, options)
+        bench = load_benchmark(env)
+        check_options(bench, options)
+        return task, bench.make_env(task, options)
     return benchmark_task(task, env, cfg)
 
 
@@ -78,6 +80,7 @@ def benchmark_task(task: str, env: str, cfg: RunConfig, field: str = "task") -> 
     one (errors name `field`, the caller's name for the argument)."""
     bench = load_benchmark(env)
     options = {**cfg.env_options, "judge_model": cfg.judge_model, "user_model": cfg.user_model}
+    check_options(bench, options)
     try:
         found = [t for t in bench.load_tasks({**options, "ids": [task]}) if t.id == task]
     except BenchmarkError:  # no data set to look ids up in: still fine for free text
@@ -141,6 +144,7 @@ def evaluate(benchmark: str | Benchmark, *, out_dir: str | Path, mode: str | Non
     opts = {k: v for k, v in {**cfg.env_options, **(options or {}), "policy": the_policy,
                               "judge_model": cfg.judge_model, "user_model": cfg.user_model}.items()
             if v is not None}
+    check_options(bench, opts)
     plan = EvalPlan(name, opts, cfg, the_policy, trials, shard, max_concurrency, retries)
     bench.setup(opts)
     tasks = select_tasks(bench.load_tasks(opts), plan.shard)

@@ -116,9 +116,50 @@ def redactor_for(model_options: Iterable[object]) -> Redactor:
 
 
 def scrubbed_environ(extra_keep: Iterable[str] = ()) -> dict[str, str]:
-    """The current environment without secret-looking variables (for child processes)."""
+    """The current environment without secret-looking variables. Name-based, so a credential in an
+    innocently named variable passes: child processes use :func:`minimal_environ` instead; this
+    stays only for callers outside porchestra."""
     keep = set(extra_keep)
     return {k: v for k, v in os.environ.items() if k in keep or not SECRET_NAME.search(k)}
+
+
+# the only host variables a child process gets unasked (locale, terminal, time zone)
+PASS_THROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "TERM", "TZ")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# what the host tools porchestra itself starts around a run (git, pip, venv builds, the docker client,
+# the hub download) need of the host: their own configuration (pip's index and certificates, proxies,
+# the docker daemon's address). Never given to model-written code, which runs in the sandbox.
+HOST_TOOL_ENV = ("PIP_*", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                 "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+                 "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
+
+
+def allow_list(value: Iterable[str] | str | None) -> tuple[str, ...]:
+    """`env_allow` as given in a config (a list) or by `-O env_allow=A,B` (a comma-separated string)."""
+    if not value:
+        return ()
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return tuple(i.strip() for i in items if i.strip())
+
+
+def minimal_environ(allow: Iterable[str] = (), **fixed: str) -> dict[str, str]:
+    """The environment of every child process porchestra starts (the sandbox, SWE-bench's git, venv
+    and test steps, ARE's process): a fixed minimal one (locale, a default PATH, C.UTF-8) plus only the
+    host variables `allow` names (exact names or `NAME_*` prefixes, :func:`allowed_environ`), then
+    `fixed` over both. Nothing is dropped by its name looking secret: nothing unlisted is passed at all."""
+    env = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
+    env.update(allowed_environ(tuple(allow)))
+    env.update(fixed)
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.setdefault("LANG", "C.UTF-8")
+    return env
+
+
+def host_tool_environ(allow: Iterable[str] = (), **fixed: str) -> dict[str, str]:
+    """:func:`minimal_environ` for a trusted host tool: also its own configuration (HOST_TOOL_ENV) and
+    the host's PATH and HOME (paths, so git, pip and compilers are found and their caches reused)."""
+    host = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    return minimal_environ((*HOST_TOOL_ENV, *allow), **{**host, **fixed})
 
 
 def allowed_environ(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -91,3 +91,29 @@ def test_exhausted_and_not_retried(monkeypatch, capfd):
     for e in (ei.value, ei401.value):
         for text in (str(e), repr(e.retries), "".join(traceback.format_exception(e)), out, err):
             assert CANARY not in text
+
+
+@needs_litellm
+def test_keys_stay_with_their_endpoint(monkeypatch):
+    """Each call carries only the key configured for its server: $OPENAI_API_KEY (the public API's, or
+    $OPENAI_BASE_URL's) and a provider's own variable never follow a base URL set for one role."""
+    generic, anthropic, role_key = "sk-generic-0a1b2c3d4e5f60718293", "sk-ant-0a1b2c3d4e5f6071829", "sk-role-99887766"
+    with FakeOpenAIServer(replies=["a", "b", "c", "d"]) as role_srv, FakeOpenAIServer(replies=["e"]) as generic_srv:
+        monkeypatch.setenv("OPENAI_API_KEY", generic)
+        monkeypatch.setenv("OPENAI_BASE_URL", generic_srv.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", anthropic)
+        opts = ModelOptions(base_url=role_srv.base_url, timeout_s=2, max_retries=0)
+        LiteLLMModel("openai/fake-model", opts, role="worker").complete(MSGS)
+        # hosted_vllm/ is another OpenAI-compatible provider: its call goes to the same fake server
+        LiteLLMModel("hosted_vllm/fake-model", opts, role="worker").complete(MSGS)
+        monkeypatch.setenv("PORCHESTRA_WORKER_API_KEY", role_key)
+        LiteLLMModel("openai/fake-model", opts, role="worker").complete(MSGS)
+        monkeypatch.delenv("PORCHESTRA_WORKER_API_KEY")
+        # the generic key is for the generic server: sent there, and only there
+        LiteLLMModel("openai/fake-model", ModelOptions(base_url=generic_srv.base_url, timeout_s=2,
+                                                       max_retries=0), role="judge").complete(MSGS)
+        sent_role = [r.authorization for r in role_srv.requests]
+        sent_generic = [r.authorization for r in generic_srv.requests]
+    assert sent_role[0] == "Bearer EMPTY" and sent_role[2] == f"Bearer {role_key}"
+    assert all(generic not in (a or "") and anthropic not in (a or "") for a in sent_role)
+    assert sent_generic == [f"Bearer {generic}"]

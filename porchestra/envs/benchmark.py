@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .base import Environment, Task
 
@@ -17,15 +19,37 @@ class BenchmarkError(ValueError):
     """Bad benchmark options or data; the message names the offending option or file."""
 
 
+class BenchmarkOptions(BaseModel):
+    """The option names a benchmark takes. Subclass it per benchmark, adding a field per option (its
+    default is what the benchmark does without it), and set `Benchmark.Options`: an option a
+    benchmark does not declare is then an error naming it (a misspelled `-O` or `env_options` key
+    must never be silently ignored). The fields here are the ones porchestra itself passes to
+    every benchmark."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    ids: Any = None  # a list, a comma-separated string or a file of ids
+    limit: Any = None
+    policy: Any = None  # the mode (or gold / gold-truncated) the eval runs
+    judge_model: Any = None  # model specs or Model objects
+    user_model: Any = None
+    shard: Any = None
+    env_options: Any = None  # a nested copy of the config's env_options (older callers)
+
+
 class Benchmark:
-    """Subclass and set `name`; override `load_tasks` and `make_env`.
+    """Subclass and set `name`; override `load_tasks` and `make_env`; declare the option names in
+    `Options` (a BenchmarkOptions subclass).
 
     `options` is a plain dict of the CLI options of `porchestra eval` (subset, split, ids, limit,
-    scenarios, domain, category, hf, ...) plus `env_options` from config; ignore what you don't use.
+    scenarios, domain, category, hf, ...) plus `env_options` from config. Every entry point checks
+    it against `Options` first (:func:`check_options`); a benchmark without `Options` (a plugin
+    written before it existed) gets its options unchecked.
     """
 
     name: str = "base"
     description: str = ""
+    Options: ClassVar[type[BenchmarkOptions] | None] = None
 
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
         raise NotImplementedError
@@ -40,6 +64,27 @@ class Benchmark:
         """A task from free text (`porchestra run "..." --env NAME`), for a benchmark whose environment
         can take one; None (the default): tasks are named by id only."""
         return None
+
+
+def check_options(bench: Benchmark, options: dict[str, Any]) -> None:
+    """Refuse options `bench` does not declare (exit 2 at the CLI), naming them and the known ones.
+    The one place every entry point (eval, run, porchestra.run / evaluate, reproduce) validates."""
+    model = getattr(bench, "Options", None)
+    if model is None:
+        return
+    flat = {**options, **(options.get("env_options") or {})} if isinstance(options.get("env_options"), dict) \
+        else dict(options)
+    unknown = sorted(set(flat) - set(model.model_fields))
+    if unknown:
+        known = sorted(set(model.model_fields) - set(BenchmarkOptions.model_fields))
+        raise BenchmarkError(f"env_options: unknown key(s) {unknown} for the {bench.name} benchmark; it takes "
+                             f"{known} (and {sorted(BenchmarkOptions.model_fields)})")
+    try:  # a benchmark may also type its fields
+        model.model_validate(flat)
+    except ValidationError as e:
+        from ..config import format_validation
+
+        raise BenchmarkError(f"env_options: {format_validation(e, root=bench.name)}") from None
 
 
 def parse_options(items: list[str] | None) -> dict[str, Any]:

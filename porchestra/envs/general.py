@@ -18,12 +18,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..protocol import EndTask, ToolCall
+from ..secrets import allow_list
 from ..tools.base import Tool, ToolResult, tool_from_function
 from ..tools.files import make_file_tools, resolve_in_workspace
 from ..tools._workspace import SharedWorkspace
 from ..tools.sandbox import Isolation, Limits, Sandbox, resolve_isolation
 from .base import Environment, Score, Task
-from .benchmark import Benchmark, BenchmarkError
+from .benchmark import Benchmark, BenchmarkError, BenchmarkOptions, check_options
 
 
 def normalize_answer(text: str) -> str:
@@ -43,7 +44,7 @@ class GeneralEnv(Environment):
         self._allow_unisolated = allow_unisolated
         self._limits = _limits(limits)
         self._answer = answer
-        self._env_allow = list(env_allow or [])  # host variables the sandboxed code may see (names, NAME_*)
+        self._env_allow = list(allow_list(env_allow))  # host variables the sandboxed code may see (names, NAME_*)
         self._temp: Path | None = None
         self._shared: SharedWorkspace | None = None
         self.synced = None  # what close() carried back to a given workspace (a SyncReport)
@@ -148,11 +149,26 @@ class GeneralEnv(Environment):
         return {"workspace_files": files}
 
 
+class GeneralOptions(BenchmarkOptions):
+    """The task file and GeneralEnv's parameters (workspace, isolation, allow_unisolated, limits,
+    answer, env_allow; kept in step with its constructor by a test)."""
+
+    tasks: Any = None
+    path: Any = None  # an alias of tasks
+    workspace: Any = None
+    isolation: Any = None
+    allow_unisolated: Any = None
+    limits: Any = None
+    answer: Any = None
+    env_allow: Any = None
+
+
 class GeneralBenchmark(Benchmark):
     """Tasks from a JSON/JSONL file of Task objects (`options["tasks"]` or `options["path"]`)."""
 
     name = "general"
     description = "free-form tasks in a sandboxed Python workspace"
+    Options = GeneralOptions
 
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
         path = options.get("tasks") or options.get("path")
@@ -171,18 +187,10 @@ class GeneralBenchmark(Benchmark):
         return tasks[: int(limit)] if limit else tasks
 
     def make_env(self, task: Task, options: dict[str, Any]) -> Environment:
+        check_options(self, options)  # also for callers that skip the entry points
         opts = {**options, **(options.get("env_options") or {})}
-        unknown = sorted(set(opts) - EVAL_OPTIONS - set(env_option_names()))
-        if unknown:  # a misspelled option must not be silently ignored
-            raise BenchmarkError(f"env_options: unknown key(s) {unknown} for the general benchmark; known: "
-                                 f"{sorted(env_option_names())}")
         return GeneralEnv(isolation=opts.get("isolation", "auto"), allow_unisolated=bool(opts.get("allow_unisolated")),
                           limits=opts.get("limits"), env_allow=opts.get("env_allow"))
-
-
-# options `porchestra eval` itself puts next to env_options (see eval/cli.py)
-EVAL_OPTIONS = {"subset", "split", "ids", "limit", "scenarios", "domain", "category", "instances", "snapshot", "hf",
-                "policy", "judge_model", "user_model", "tasks", "path", "env_options", "shard"}
 
 
 def env_option_names() -> list[str]:

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from ..cli import USER_ERRORS, _common_overrides, build_config, default_out, fail
 from ..cli_support import EXIT_INTERRUPTED, eval_exit_code, mode_help, setup_logging
-from ..envs.benchmark import BenchmarkError, load_benchmark
+from ..envs.benchmark import BenchmarkError, check_options, load_benchmark
 from ..policies import make_policy
 from .display import EvalDisplay
 from .lock import EvalDirBusy
@@ -132,6 +132,7 @@ def eval_cmd(
                                    "judge_model": cfg.judge_model, "user_model": cfg.user_model,
                                    "tasks": str(tasks_file) if tasks_file else cfg.env_options.get("tasks")}
         options = {k: v for k, v in options.items() if v is not None}
+        check_options(benchmark, options)  # a misspelled option is named before anything runs
         plan = EvalPlan(bench, options, cfg, the_policy, trials, _parse_shard(shard), max_concurrency, retries,
                         backend, {"ray_address": ray_address}, keep_infra=keep_infra)
         if otlp_endpoint:  # one live exporter per (task, trial): concurrent runs are separate traces

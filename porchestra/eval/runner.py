@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..config import RunConfig
 from ..envs.base import Task
-from ..envs.benchmark import Benchmark
+from ..envs.benchmark import Benchmark, check_options
 from ..log.events import read_events
 from ..secrets import redactor_for
 from .lock import EvalLock, task_dir_name
@@ -117,6 +117,7 @@ class EvalRunner:
     def __init__(self, bench: Benchmark, plan: EvalPlan, out: Path,
                  on_row: Callable[[dict[str, Any]], None] | None = None,
                  on_start: Callable[[Task, int], None] | None = None):
+        check_options(bench, plan.options)  # a misspelled option is named before the directory is touched
         self.bench, self.plan, self.out = bench, plan, out
         self.on_start = on_start  # told when a (task, trial) begins (the CLI shows what is in flight)
         # one writer per eval directory: taken before results.jsonl is read (and repaired); held until run() ends

@@ -1,8 +1,9 @@
 """`litellm:<provider/model>` — any provider LiteLLM knows (optional extra: pip install 'porchestra[litellm]').
 
-LiteLLM reads the provider's own key variables (ANTHROPIC_API_KEY, …); `options.base_url` and
-`options.api_key_env` override them (with `role` given, `PORCHESTRA_<ROLE>_BASE_URL`/`_API_KEY` too).
-`openai/<model>` with a base URL and no key at all talks to a local server without auth ("EMPTY").
+LiteLLM reads the provider's own key variables (ANTHROPIC_API_KEY, …) for the provider's own endpoint;
+`options.base_url` and `options.api_key_env` override them (with `role` given, `PORCHESTRA_<ROLE>_BASE_URL`/
+`_API_KEY` too). A key stays with its endpoint (:func:`scoped_key`): with a base URL and no key named for
+it, the call carries "EMPTY" (a local server without auth), never a provider variable.
 LiteLLM's retries are off; the shared policy of :mod:`porchestra.models.retry` retries and records
 (its exceptions subclass the openai client's, so one classifier serves both backends). Sampling,
 structured outputs (with the same one-time fallback) and the per-attempt deadline are those of the
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from ..secrets import Redactor
+from ..secrets import Redactor, same_endpoint
 from .base import Completion, Message, Usage, count_tokens_approx
 from .openai_backend import NO_KEY, provider_info, role_env, safe_url, usage_from
 from .registry import ModelOptions
@@ -35,6 +36,28 @@ def _import_litellm() -> Any:
     return litellm
 
 
+def scoped_key(model: str, base_url: str | None, options: ModelOptions, role: str | None) -> str | None:
+    """The key sent with a call, kept with its endpoint as in the openai: backend: $<api_key_env>, then
+    $PORCHESTRA_<ROLE>_API_KEY. Otherwise, with a base URL set for this model, a provider's own
+    variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) would follow the call to that server: LiteLLM is
+    given "EMPTY" instead, except $OPENAI_API_KEY where the base URL is $OPENAI_BASE_URL's (or the
+    public API's) server. None (no base URL): LiteLLM uses the provider's variable at the provider."""
+    if options.api_key_env:
+        key = os.environ.get(options.api_key_env)
+        if not key:
+            raise ValueError(f"api_key_env names {options.api_key_env}, but that variable is not set")
+        return key
+    role_key = os.environ.get(role_env(role, "API_KEY")) if role else None
+    if role_key:
+        return role_key
+    if not base_url:
+        return None
+    generic = os.environ.get("OPENAI_API_KEY")
+    if model.startswith("openai/") and generic and same_endpoint(base_url, os.environ.get("OPENAI_BASE_URL")):
+        return generic
+    return NO_KEY  # a server without auth (or one whose key the config must name); LiteLLM insists on a key
+
+
 class LiteLLMModel:
     def __init__(self, model: str, options: ModelOptions | None = None, role: str | None = None, *,
                  sleep: Callable[[float], None] | None = None, seed: int | None = None):
@@ -42,17 +65,9 @@ class LiteLLMModel:
         self.model = model
         self.name = f"litellm:{model}"
         self.options = options = options or ModelOptions()
-        env = os.environ
-        self.base_url = options.base_url or (env.get(role_env(role, "BASE_URL")) if role else None)
-        if options.api_key_env:
-            key = env.get(options.api_key_env)
-            if not key:
-                raise ValueError(f"api_key_env names {options.api_key_env}, but that variable is not set")
-        else:
-            key = env.get(role_env(role, "API_KEY")) if role else None
-        if not key and self.base_url and model.startswith("openai/") and not env.get("OPENAI_API_KEY"):
-            key = NO_KEY  # a local OpenAI-compatible server without auth; LiteLLM insists on a key
-        self._api_key = key  # None: LiteLLM uses the provider's own variable
+        self.base_url = options.base_url or (os.environ.get(role_env(role, "BASE_URL")) if role else None)
+        key = scoped_key(model, self.base_url, options, role)
+        self._api_key = key  # None: LiteLLM uses the provider's own variable, at the provider's own endpoint
         self.structured = StructuredOutput(options)
         self._redactor = Redactor([key] if key else [])
         self._retry = RetryPolicy.from_options(options, sleep=sleep, seed=seed)

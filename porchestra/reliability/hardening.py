@@ -222,6 +222,93 @@ def case_innocent_env(root: Path) -> dict[str, Any]:
     return {"contained": r.ok and not seen, "variables_planted": len(canaries), "visible_to_the_code": seen}
 
 
+def _planted(canaries: dict[str, str]) -> Callable[[], None]:
+    """Put `canaries` into os.environ; returns the function that restores it."""
+    old = {k: os.environ.get(k) for k in canaries}
+    os.environ.update(canaries)
+
+    def restore() -> None:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return restore
+
+
+def case_benchmark_children_env(root: Path) -> dict[str, Any]:
+    """The same credentials against the processes benchmarks start outside the general sandbox:
+    SWE-bench's agent commands, its test runs (the grading path) and a setup step; GAIA2's ARE process
+    (its /proc/PID/environ). Each starts from the fixed minimal environment (secrets.minimal_environ)."""
+    canaries = {"DATABASE_URL": f"postgres://app:dsn{uuid.uuid4().hex[:12]}@db/prod",
+                "SLACK_HOOK": f"https://hooks.example/T0/{uuid.uuid4().hex}"}
+    restore = _planted(canaries)
+    seen: dict[str, Any] = {}
+    try:
+        try:
+            from ..envs.swebench import SWEBenchBenchmark
+            from ..protocol import ToolCall
+
+            bench = SWEBenchBenchmark()
+            task = bench.load_tasks({"instances": "fixtures"})[0]
+            env = bench.make_env(task, {"local_setup": ["env > ../setup-env.txt"]})
+            env.reset(task)
+            try:
+                ex = env.executor
+                views = {"setup step": (ex.repo.parent / "setup-env.txt").read_text(),  # type: ignore[union-attr]
+                         "agent command": env.execute(ToolCall(tool="bash", args={"command": "env"}), "w").output,
+                         "test run": ex.run_full("env; cat /proc/self/environ").output}  # type: ignore[union-attr]
+            finally:
+                env.close()
+            seen["swebench"] = {n: [k for k, v in canaries.items() if v in text] for n, text in views.items()}
+        except ImportError as e:  # the swebench package is a dependency; absent only in odd installs
+            seen["swebench"] = {"skipped": str(e)}
+        from ..envs.gaia2.client import AREClient
+        from ..envs.gaia2.venv import is_ready
+
+        if is_ready():
+            with AREClient(timeout_s=120) as client:
+                environ = Path(f"/proc/{client._proc.pid}/environ").read_bytes().decode(errors="replace")
+            seen["are_process"] = [k for k, v in canaries.items() if v in environ]
+        else:
+            seen["are_process"] = {"skipped": "ARE's managed venv is not built here"}
+    finally:
+        restore()
+    swe, are = seen["swebench"], seen["are_process"]
+    leaked = [f"swebench {n}" for n, ks in swe.items() if ks and n != "skipped"]
+    leaked += ["ARE process"] if isinstance(are, list) and are else []
+    return {"contained": not leaked, "variables_planted": len(canaries), "leaked_to": leaked, "checked": seen}
+
+
+def case_litellm_key_endpoints(root: Path) -> dict[str, Any]:
+    """The litellm: backend: $OPENAI_API_KEY (with its $OPENAI_BASE_URL) and a provider's own variable
+    must not follow a worker that has its own server."""
+    import importlib.util
+
+    if importlib.util.find_spec("litellm") is None:
+        return {"contained": None, "skipped": "the optional litellm extra is not installed"}
+    from ..models.litellm_backend import LiteLLMModel
+    from ..models.registry import ModelOptions
+    from ..testing.fake_openai import FakeOpenAIServer
+
+    key, ant = f"sk-orch-{uuid.uuid4().hex}", f"sk-ant-{uuid.uuid4().hex}"
+    with FakeOpenAIServer(["ok"] * 2) as provider, FakeOpenAIServer(["ok"] * 2) as other:
+        restore = _planted({"OPENAI_API_KEY": key, "OPENAI_BASE_URL": provider.base_url, "ANTHROPIC_API_KEY": ant})
+        try:
+            msgs = [{"role": "user", "content": "hi"}]
+            for model in ("openai/m", "hosted_vllm/m"):
+                LiteLLMModel(model, ModelOptions(base_url=other.base_url, max_retries=0), role="worker").complete(msgs)
+            LiteLLMModel("openai/m", ModelOptions(base_url=provider.base_url, max_retries=0), role="orchestrator"
+                         ).complete(msgs)
+        finally:
+            restore()
+        got = [r.authorization or "" for r in other.requests]
+        leaks = [n for n, k in (("OPENAI_API_KEY", key), ("ANTHROPIC_API_KEY", ant)) if any(k in a for a in got)]
+        reached = any(key in (r.authorization or "") for r in provider.requests)
+    return {"contained": not leaks and reached, "keys_sent_to_the_other_server": leaks,
+            "provider_got_its_key": reached}
+
+
 def case_key_endpoints(root: Path) -> dict[str, Any]:
     """$OPENAI_API_KEY (the orchestrator's key for its provider) and a default api_key_env: a worker
     given its own server must not send either there."""
@@ -456,6 +543,9 @@ BOMB = "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9) if p else ', '.join(['lol'
                for p, c in zip(["", *"abcdefgh"], "abcdefghi"))
 
 
+BENCH_TYPOS = {"gaia": "serach", "gaia2": "scenarioz", "swebench": "excutor", "tau2": "domian", "bfcl": "categroy"}
+
+
 def case_bad_input(root: Path, disk_tasks: int = 60) -> dict[str, Any]:
     """Each must exit 2 naming the problem, with nothing written; the full disk keeps results.jsonl
     whole and a resume (after space is freed) finishes every task exactly once."""
@@ -468,6 +558,9 @@ def case_bad_input(root: Path, disk_tasks: int = 60) -> dict[str, Any]:
     (d / "afile").write_text("x")
     cases = {"yaml alias bomb": (["run", "x", "--config", str(d / "bomb.yaml")], "alias"),
              "unknown env_options key": (["run", "x", "--config", str(d / "envopt.yaml")], "isolaton"),
+             # every benchmark declares its options: a misspelling is refused before it loads anything
+             **{f"misspelled {b} option": (["eval", b, "--policy", "gold", "-O", f"{typo}=x"], typo)
+                for b, typo in BENCH_TYPOS.items()},
              "misspelled sandbox limit": (["run", "x", "--config", str(d / "lim.yaml")], "memory_mbs"),
              "unknown task-file key": (["run", f"@{d / 'task.yaml'}"], "metdata"),
              "workspace is a file": (["run", "x", "--workspace", str(d / "afile")], "is a file"),
@@ -483,7 +576,7 @@ def case_bad_input(root: Path, disk_tasks: int = 60) -> dict[str, Any]:
     for name, (args, needle) in cases.items():
         out_flag = [] if "--out" in args else ["--out", str(d / f"out-{len(results)}")]
         t0 = time.monotonic()
-        p = _cli(args + out_flag + ["--allow-unisolated"], d, timeout=60, mem_mb=2048)
+        p = _cli(args + out_flag + (["--allow-unisolated"] if args[0] == "run" else []), d, timeout=60, mem_mb=2048)
         wrote = not ("--out" in args) and (d / f"out-{len(results)}").exists()
         results[name] = {"exit": p.returncode, "named": needle in " ".join(p.stderr.split()), "written": wrote,
                          "s": round(time.monotonic() - t0, 1)}
@@ -536,8 +629,12 @@ CASES: list[tuple[str, int, str, Callable[[Path, dict[str, Any]], dict[str, Any]
      lambda r, s: case_race_in_mode(r, "orchestra-o1", s["reads"], s["race_s"])),
     ("innocently_named_credentials", 2, "DATABASE_URL, a webhook URL with a token, the api_key_env variable",
      lambda r, s: case_innocent_env(r)),
+    ("benchmark_children_see_credentials", 2, "the same variables vs SWE-bench's commands, test runs and setup, "
+     "and GAIA2's ARE process", lambda r, s: case_benchmark_children_env(r)),
     ("key_sent_to_another_role_server", 3, "$OPENAI_API_KEY and a default api_key_env vs a worker's own server",
      lambda r, s: case_key_endpoints(r)),
+    ("litellm_key_sent_to_another_server", 3, "litellm: $OPENAI_API_KEY and ANTHROPIC_API_KEY vs a worker's own "
+     "server", lambda r, s: case_litellm_key_endpoints(r)),
     ("encoded_key_in_the_log", 3, "the key echoed base64 (in JSON, as Basic, URL-safe), URL-encoded and hex",
      lambda r, s: case_encoded_secret_in_log(r)),
     ("run_files_inside_workspace", 4, "--out, --config and .env inside --workspace",
@@ -568,7 +665,7 @@ def run_hardening(race_s: float = 2.0, reads: int = 30, eval_tasks: int = 200, d
         if only and key not in only:
             continue
         if not sandboxed and key in ("file_tool_race_proactive_concurrent", "file_tool_race_orchestra_o1",
-                                     "innocently_named_credentials", "workspace_reowned_or_widened",
+                                     "innocently_named_credentials", "benchmark_children_see_credentials", "workspace_reowned_or_widened",
                                      "children_share_memory_limit", "workspace_growth_and_file_count"):
             outcomes[key] = {"item": item, "attempt": what, "contained": None, "skipped": "no sandbox here"}
             continue

@@ -40,7 +40,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..secrets import allowed_environ
+from ..secrets import DEFAULT_PATH, minimal_environ
 from ._cgroup import CgroupBox
 from ._sandbox_proc import Capture, launcher_argv, run_captured
 from ._workspace import scan
@@ -108,8 +108,6 @@ class ExecResult(BaseModel):
 
 # --------------------------------------------------------------------------- detection
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# the only host variables the code sees unasked (locale and terminal); everything else needs env_allow
-_PASS_THROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "TERM", "TZ")
 _ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd",
               "group", "nsswitch.conf")
 
@@ -390,15 +388,12 @@ class Sandbox:
         """A fixed minimal environment plus the variables named in `env_allow`, never the host's own:
         a credential in an innocently named variable (a DSN, a webhook URL) must not reach the code."""
         bin_dir = str(Path(self.python).parent)
-        env = {k: os.environ[k] for k in _PASS_THROUGH if k in os.environ}
-        env.update(allowed_environ(self.env_allow))
-        env.update(HOME=str(self.workspace), TMPDIR="/tmp", PATH=f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
-                   PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8",
-                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   # caches and configs of libraries go to /tmp, not into the workspace (HOME)
-                   XDG_CACHE_HOME="/tmp/.cache", XDG_CONFIG_HOME="/tmp/.config", MPLCONFIGDIR="/tmp/.matplotlib")
-        env.setdefault("LANG", "C.UTF-8")
-        return env
+        return minimal_environ(self.env_allow, HOME=str(self.workspace), TMPDIR="/tmp", PATH=f"{bin_dir}:{DEFAULT_PATH}",
+                               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8",
+                               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                               # caches and configs of libraries go to /tmp, not into the workspace (HOME)
+                               XDG_CACHE_HOME="/tmp/.cache", XDG_CONFIG_HOME="/tmp/.config",
+                               MPLCONFIGDIR="/tmp/.matplotlib")
 
     # ----------------------------------------------------------------- workspace ownership (root)
     def _prepare_workspace(self) -> None:

@@ -9,15 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import Environment, Task
-from ..benchmark import Benchmark, BenchmarkError
+from ..benchmark import Benchmark, BenchmarkError, BenchmarkOptions
 from ..tau2.benchmark import read_ids
 from .data import load_entries
 from .env import BFCLEnv, user_text
 
 
+class BFCLOptions(BenchmarkOptions):
+    category: Any = None
+
+
 class BFCLBenchmark(Benchmark):
     name = "bfcl"
     description = "BFCL v4 multi-turn (stateful backends, pre-scripted user turns, BFCL's checker)"
+    Options = BFCLOptions
 
     @staticmethod
     def _category(options: dict[str, Any]) -> str:

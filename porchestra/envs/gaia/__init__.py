@@ -14,7 +14,7 @@ Options (``porchestra eval gaia`` flags and env_options):
               judge_model's semantic-equivalence verdict counts in `success`; "report": the verdict is
               only recorded. details["exact_match"] always keeps the exact result (reported both ways);
               judge_model  model spec for it
-  isolation, allow_unisolated, limits  (the execute_python sandbox)
+  isolation, allow_unisolated, limits, env_allow  (the execute_python sandbox)
   local_web   serve a pages directory (true: the fixtures' pages) on 127.0.0.1 during each task and
               search it (SearxNG API); on by default with snapshot=fixtures unless `search` is given
   local_base_url  base URL that replaces {local_base_url} in the fixtures' gold actions
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import Environment, Task
-from ..benchmark import Benchmark, BenchmarkError
+from ..benchmark import Benchmark, BenchmarkError, BenchmarkOptions
 from .env import GaiaEnv
 from .loader import load
 from .scorer import question_scorer
@@ -35,9 +35,31 @@ def flat_options(options: dict[str, Any]) -> dict[str, Any]:
     return {**options, **(options.get("env_options") or {})}
 
 
+class GaiaOptions(BenchmarkOptions):
+    """The options above (docstring of this module); defaults are GaiaEnv's and the loader's."""
+
+    snapshot: Any = None
+    hf: Any = None
+    taskcraft: Any = None
+    split: Any = None
+    level: Any = None
+    search: Any = None
+    search_settings: Any = None
+    max_page_chars: Any = None
+    page_model: Any = None
+    llm_fallback: Any = None
+    isolation: Any = None
+    allow_unisolated: Any = None
+    limits: Any = None
+    env_allow: Any = None
+    local_web: Any = None
+    local_base_url: Any = None
+
+
 class GaiaBenchmark(Benchmark):
     name = "gaia"
     description = "GAIA: general assistant questions with web search, attachments and code"
+    Options = GaiaOptions
 
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
         return load(flat_options(options))

@@ -40,7 +40,8 @@ class GaiaEnv(GeneralEnv):
         opts = dict(options or {})
         limits = opts.get("limits")
         super().__init__(isolation=opts.get("isolation", "auto"), allow_unisolated=bool(opts.get("allow_unisolated", False)),
-                         limits=Limits.model_validate(limits) if limits else None)
+                         limits=Limits.model_validate(limits) if limits else None,
+                         env_allow=opts.get("env_allow"))
         self.options = opts
         self.search = search or make_backend(opts.get("search", "duckduckgo"), opts.get("search_settings") or {})
         # llm_fallback: False (exact match only) | True / "count" (the paper's setting: a judge-confirmed

@@ -11,7 +11,7 @@ Options (from `porchestra eval` flags and env_options):
                adaptability, time; with hf: those four hub configs), "train" = the training scenarios
                (`train_scenarios`: a local DIR / JSONL of them — the paper's 512 are not published
                under a name porchestra could fetch)
-    ids, limit select tasks
+    ids, limit select tasks;  hf_dataset, subset, split  the hub dataset, its config and split
     judge      scripted (default, no LLM) | llm (needs judge_model) | none
     judge_model, think_time_s, tool_failure_probability   see Gaia2Env (ARE's own random tool
                failures, GAIA2's robustness phase; off by default)
@@ -26,9 +26,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from ...secrets import scrubbed_environ
+from ...secrets import host_tool_environ, minimal_environ
 from ..base import Environment, Task
-from ..benchmark import Benchmark, BenchmarkError
+from ..benchmark import Benchmark, BenchmarkError, BenchmarkOptions
 from .client import AREError, list_tutorials
 from .env import Gaia2Env
 from .venv import AREInstallError, ensure_are_python
@@ -144,14 +144,18 @@ with open(out, "w") as f:
 """
 
 
-def _run_in_are(script: str, args: list[str], what: str, timeout_s: float, keep: tuple[str, ...] = ()) -> Path:
-    """Run a small script with ARE's interpreter (it has pyarrow and datasets); returns its JSONL."""
+def _run_in_are(script: str, args: list[str], what: str, timeout_s: float, hub: bool = False) -> Path:
+    """Run a small script with ARE's interpreter (it has pyarrow and datasets); returns its JSONL.
+    Its environment is the fixed minimal one; a hub download also gets the host tools' configuration
+    (proxies, certificates, HOME for the hub cache) and the hub's own variables (HF_*, its token)."""
     py = ensure_are_python()
     tmp = Path(tempfile.mkdtemp(prefix="porchestra-gaia2-"))
     out = tmp / "rows.jsonl"
+    env = (host_tool_environ(("HF_*", "HUGGING_FACE_HUB_TOKEN")) if hub
+           else minimal_environ(HOME=str(tmp), TMPDIR=str(tmp)))
     try:
         proc = subprocess.run([str(py), "-c", script, str(out), *args], capture_output=True, text=True,
-                              cwd=tmp, timeout=timeout_s, env=scrubbed_environ(extra_keep=keep))
+                              cwd=tmp, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         raise BenchmarkError(f"{what}: timed out after {timeout_s:.0f}s") from None
     if proc.returncode != 0:
@@ -183,17 +187,33 @@ def load_hub(dataset: str, config: str, split: str) -> list[Task]:
     """The hub dataset through ARE's venv (it has `datasets`); a clear error when offline."""
     what = (f"hf: could not load {dataset} (config {config!r}, split {split!r}); is the hub reachable? "
             f"Otherwise use a local copy with scenarios=DIR")
-    out = _run_in_are(_HF_SCRIPT, [dataset, config, split], what, 3600,
-                      keep=("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
+    out = _run_in_are(_HF_SCRIPT, [dataset, config, split], what, 3600, hub=True)
     try:
         return _rows_from_jsonl(out)
     finally:
         shutil.rmtree(out.parent, ignore_errors=True)
 
 
+class Gaia2Options(BenchmarkOptions):
+    """The options above (docstring of this module)."""
+
+    scenarios: Any = None
+    hf: Any = None
+    hf_dataset: Any = None
+    subset: Any = None
+    split: Any = None
+    category: Any = None
+    paper_split: Any = None
+    train_scenarios: Any = None
+    judge: Any = None
+    think_time_s: Any = None
+    tool_failure_probability: Any = None
+
+
 class Gaia2Benchmark(Benchmark):
     name = "gaia2"
     description = "GAIA2 on Meta's Agents Research Environments (ARE), in its own managed venv"
+    Options = Gaia2Options
 
     def setup(self, options: dict[str, Any]) -> None:
         try:

@@ -1,6 +1,6 @@
 """Client side of the ARE adapter: starts server.py in ARE's venv and speaks JSON lines with it.
 
-One child process per loaded scenario. The child gets a scrubbed environment (no secrets), its own
+One child process per loaded scenario. The child gets a fixed minimal environment (no host secrets), its own
 temporary directory (ARE leaks sandbox dirs on import and reads `.env` from its cwd) and
 PYTHONHASHSEED=0 (ARE's runtime ids are reproducible only then). Its stderr (ARE's logs) goes to a
 file in that directory; the tail is attached to errors.
@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ...secrets import scrubbed_environ
+from ...secrets import minimal_environ
 from .venv import ensure_are_python
 
 SERVER = Path(__file__).with_name("server.py")
@@ -36,10 +36,10 @@ class AREClient:
         self._local = threading.local()  # per thread: inside a request (judge calls happen there)
         self._tmp = Path(tempfile.mkdtemp(prefix="porchestra-are-"))
         self._stderr_path = self._tmp / "are-stderr.log"
-        env = scrubbed_environ()
-        env.update(PYTHONHASHSEED="0", TMPDIR=str(self._tmp), PYTHONUNBUFFERED="1",
-                   PYTHONIOENCODING="utf-8", TQDM_DISABLE="1", NO_COLOR="1", TERM="dumb")
-        env.pop("PYTHONPATH", None)  # porchestra's own path must not shadow ARE's packages
+        # a fixed minimal environment (no host variable beyond the locale; PYTHONPATH, which would
+        # shadow ARE's packages with porchestra's, and any credential never reach it)
+        env = minimal_environ(PYTHONHASHSEED="0", TMPDIR=str(self._tmp), HOME=str(self._tmp), PYTHONUNBUFFERED="1",
+                              PYTHONIOENCODING="utf-8", TQDM_DISABLE="1", NO_COLOR="1", TERM="dumb")
         py = str(python or ensure_are_python())
         self._stderr = open(self._stderr_path, "wb")
         self._proc = subprocess.Popen([py, str(SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

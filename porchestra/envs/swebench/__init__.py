@@ -7,8 +7,8 @@ Options (``porchestra eval swebench`` flags and env_options):
   limit       first N instances after id selection
   include_hints  show hints_text to the agents (off: standard evaluation)
   executor    local | docker (default: local for instances with repo_path, else docker)
-  command_timeout, eval_timeout, isolation, allow_unisolated, limits (sandbox), venv, venv_cache, python,
-  install_specs, local_setup, repo_source, image, docker, grading_dir, run_id  (docs/swebench.md)
+  command_timeout, eval_timeout, isolation, allow_unisolated, limits, env_allow (sandbox), venv, venv_cache, python,
+  install_specs, local_setup, repo_source, image, docker, grading_dir, run_id, interface  (docs/swebench.md)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import functools
 from typing import Any
 
 from ..base import Environment, Task
-from ..benchmark import Benchmark, BenchmarkError
+from ..benchmark import Benchmark, BenchmarkError, BenchmarkOptions
 from .env import SWEBenchEnv
 from .executor import (CommandResult, DockerExecutor, Executor, ExecutorError, LocalExecutor, docker_available,
                        official_image)
@@ -30,9 +30,38 @@ NO_DAEMON = ("executor=docker needs a running Docker daemon (none answers `docke
              "executor=local with repo_source (a clone, a bare mirror or a URL of the repository); see docs/swebench.md")
 
 
+class SWEBenchOptions(BenchmarkOptions):
+    """The options above (docstring of this module, docs/swebench.md)."""
+
+    instances: Any = None
+    hf: Any = None
+    dataset: Any = None
+    split: Any = None
+    include_hints: Any = None
+    executor: Any = None
+    interface: Any = None  # aci (default) | bash
+    command_timeout: Any = None
+    eval_timeout: Any = None
+    isolation: Any = None
+    allow_unisolated: Any = None
+    limits: Any = None
+    env_allow: Any = None
+    venv: Any = None
+    venv_cache: Any = None
+    python: Any = None
+    install_specs: Any = None
+    local_setup: Any = None
+    repo_source: Any = None
+    image: Any = None
+    docker: Any = None
+    grading_dir: Any = None
+    run_id: Any = None
+
+
 class SWEBenchBenchmark(Benchmark):
     name = "swebench"
     description = "SWE-bench Verified: resolve GitHub issues; graded with the swebench package"
+    Options = SWEBenchOptions
 
     def setup(self, options: dict[str, Any]) -> None:
         """Refuse a Docker run on a machine without a daemon once, before any task starts: a missing

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol import EndTask, ToolCall
+from ...secrets import allow_list
 from ...tools.aci import is_aci, run_aci
 from ...tools.base import Tool, ToolResult, tool_from_function
 from ...tools.sandbox import Limits, resolve_isolation
@@ -73,7 +74,8 @@ class SWEBenchEnv(Environment):
                              limits=Limits.model_validate(self.options["limits"]) if self.options.get("limits") else None,
                              python=self.options.get("python"), install=install_spec(inst, self.options),
                              repo_name=inst.get("repo", ""), version=str(inst.get("version") or ""),
-                             venv_cache=self.options.get("venv_cache"))
+                             venv_cache=self.options.get("venv_cache"),
+                             env_allow=allow_list(self.options.get("env_allow")))
 
     def describe(self) -> dict[str, Any]:
         kind = self.options.get("executor") or "auto"

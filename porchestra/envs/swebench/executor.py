@@ -24,6 +24,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from ...secrets import host_tool_environ
 from ...tools.sandbox import Limits, Sandbox, resolve_isolation
 from .spec import InstallSpec
 from .venvs import VenvError, attempt_venv, cached_venv, default_cache_dir, host_python, python_version, run_install
@@ -76,10 +77,10 @@ def _git(repo: Path, *args: str, check: bool = True, input: str | None = None) -
     return proc.stdout
 
 
-def _host_env() -> dict[str, str]:
-    from ...secrets import scrubbed_environ
-
-    return scrubbed_environ()
+def _host_env(allow: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment of the host steps (git, setup commands, the docker client): a fixed minimal one
+    plus the tools' own configuration and what `env_allow` shares; never the whole host environment."""
+    return host_tool_environ(allow)
 
 
 def is_git_repository(path: Path) -> bool:
@@ -114,8 +115,10 @@ class LocalExecutor:
     def __init__(self, source: str | Path, base_commit: str | None = None, *, setup: list[str] | None = None,
                  venv: bool = True, isolation: str = "auto", allow_unisolated: bool = False,
                  limits: Limits | None = None, python: str | None = None, install: InstallSpec | None = None,
-                 repo_name: str = "", version: str = "", venv_cache: str | Path | None = None):
+                 repo_name: str = "", version: str = "", venv_cache: str | Path | None = None,
+                 env_allow: tuple[str, ...] | list[str] = ()):
         self.source = str(source)
+        self.env_allow = tuple(env_allow)  # host variables shared with the test runs and setup steps
         self.requested_commit = base_commit
         self.base_commit: str | None = None
         self.setup = list(setup or [])
@@ -154,7 +157,7 @@ class LocalExecutor:
                     shared_fs = resolve_isolation(self.isolation, self.allow_unisolated, self.python) != "bwrap"
                     if self.install.install or shared_fs:
                         venv = attempt_venv(venv, self.root / "venv", self.repo)
-                        run_install(self.install, venv, self.repo)
+                        run_install(self.install, venv, self.repo, self.env_allow)
                 except VenvError as e:
                     raise ExecutorError(str(e)) from None
                 self.venv_dir = venv
@@ -163,7 +166,8 @@ class LocalExecutor:
                 if self.install.python and self.install.python != host:
                     self.python_note = f"the instance specifies Python {self.install.python}; ran with the host's {host}"
             self.sandbox = Sandbox(self.root, isolation=self.isolation,  # type: ignore[arg-type]
-                                   allow_unisolated=self.allow_unisolated, limits=self.limits, python=python)
+                                   allow_unisolated=self.allow_unisolated, limits=self.limits, python=python,
+                                   env_allow=self.env_allow)
         except Exception:
             self.close()
             raise
@@ -171,7 +175,7 @@ class LocalExecutor:
             # Setup commands come from the user's configuration, not from a model: they run on the host
             # (with network, e.g. `pip install -e .` into the attempt's venv), never in the sandbox.
             proc = subprocess.run(["bash", "-c", self._env_prefix() + cmd], capture_output=True, text=True,
-                                  timeout=max(self.limits.wall_s, 1800), env=_host_env())
+                                  timeout=max(self.limits.wall_s, 1800), env=_host_env(self.env_allow))
             if proc.returncode != 0:
                 raise ExecutorError(f"setup command {cmd!r} failed: {(proc.stdout + proc.stderr)[-500:]}")
 

@@ -58,13 +58,14 @@ def pip_argv(venv: Path) -> list[str]:
     return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
 
 
-def _venv_env(venv: Path) -> dict[str, str]:
-    from ...secrets import scrubbed_environ
+def _venv_env(venv: Path, allow: tuple[str, ...] = ()) -> dict[str, str]:
+    """Venv builds and install steps: the minimal host-tool environment (pip's own configuration, no
+    other host variable unless `allow`/env_allow names it) with the venv first on PATH."""
+    from ...secrets import host_tool_environ
 
-    env = scrubbed_environ()
-    for k in ("PYTHONPATH", "PYTHONHOME", "PIP_USER"):
-        env.pop(k, None)
-    env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
+    env = host_tool_environ(allow)
+    env.pop("PIP_USER", None)  # PYTHONPATH / PYTHONHOME are never passed
+    env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}:{env['PATH']}",
                PIP_DISABLE_PIP_VERSION_CHECK="1", PIP=shlex.join(pip_argv(venv)))  # `$PIP install -e .`
     return env
 
@@ -115,7 +116,7 @@ def attempt_venv(cached: Path, dest: Path, repo_dir: Path) -> Path:
     return dest
 
 
-def run_install(spec: InstallSpec, venv: Path, repo_dir: Path) -> None:
-    env = _venv_env(venv)
+def run_install(spec: InstallSpec, venv: Path, repo_dir: Path, allow: tuple[str, ...] = ()) -> None:
+    env = _venv_env(venv, allow)
     for cmd in spec.install:
         _run(cmd, repo_dir, env, f"install {cmd!r}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base import Environment, Task
-from ..benchmark import Benchmark, BenchmarkError
+from ..benchmark import Benchmark, BenchmarkError, BenchmarkOptions
 from .domains import DOMAINS, SOLO_DOMAINS, load_domain_tasks
 from .env import Tau2Env
 
@@ -46,9 +46,17 @@ def read_ids(ids: Any) -> list[str] | None:
     raise BenchmarkError(f"option ids must be a list or a file path, not {type(ids).__name__}")
 
 
+class Tau2Options(BenchmarkOptions):
+    domain: Any = None
+    solo: Any = None
+    split: Any = None
+    subset: Any = None  # an alias of split
+
+
 class Tau2Benchmark(Benchmark):
     name = "tau2"
     description = "τ²-bench customer-service domains (telecom solo; retail/airline with a user simulator)"
+    Options = Tau2Options
 
     def _opts(self, options: dict[str, Any]) -> tuple[str, bool]:
         env_opts = options.get("env_options") or {}
