@@ -8,7 +8,7 @@ finished tasks). Paper references: porchestra-paper.txt.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # Table 1 baselines + POrchestra, in the paper's column order
 TABLE1_MODES = ("react", "mini-swe", "skill-mas", "autoagents", "mas2", "orchestra-o1", "aorchestra", "proactive")
@@ -40,8 +40,6 @@ class Recipe:
     sections: tuple[str, ...]  # report sections written, in order
     modes: tuple[str, ...] = TABLE1_MODES
     kind: str = "eval"  # eval | training
-    note: str = ""
-    train_steps: tuple[str, ...] = field(default_factory=tuple)
 
     def steps(self, benches: tuple[str, ...] | None = None) -> list[Step]:
         benches = benches or self.benches
@@ -51,21 +49,6 @@ class Recipe:
             return [Step(b, m, (), f) for b in benches for m in self.modes for f in (None, REVOKE)]
         return [Step(b, m) for b in benches for m in self.modes]
 
-
-_COLLECT = ("porchestra eval gaia --mode proactive -c EXPERT.yaml --out SFT_RUNS  (env_options.taskcraft: TASKCRAFT)",
-            "porchestra eval gaia2 --mode proactive -c EXPERT.yaml --out SFT_RUNS2  (paper_split: train)",
-            "porchestra train sft SFT_RUNS --model BASE --out SFT",
-            "porchestra eval ... -c STUDENT.yaml --out ONPOLICY  (orchestrator = SFT)",
-            "porchestra attribute ONPOLICY --model SFT --out HINTS.jsonl")
-_TABLE2 = _COLLECT + ("porchestra train opod ONPOLICY --attributions HINTS.jsonl --model SFT --out OPOD",
-                      "porchestra train opod ... --lam 0             (w/o OPD)",
-                      "porchestra train opod ... --rwr-weight 0      (w/o RWR: OPD only)",
-                      "porchestra train rwr ONPOLICY --model SFT --out RWR",
-                      "porchestra train dagrpo ... (DA-GRPO, Orchestra-o1 SFT init)",
-                      "then `porchestra eval gaia|gaia2` with each checkpoint as the orchestrator")
-_LAMBDA = _COLLECT + ("porchestra train opod ... --lam L   for each weight L", "then eval gaia2 per checkpoint")
-_DIVERGENCE = _COLLECT + ("porchestra train opod ... --divergence reverse_kl|forward_kl|jsd",
-                          "then eval gaia2 per checkpoint")
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("table1", "Table 1: baselines and POrchestra on GAIA, GAIA2, SWE-Bench", ("gaia", "gaia2", "swebench"),
@@ -79,11 +62,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            ("ablations", "configs"), modes=("proactive",)),
     Recipe("task-length", "Fig. 4 (a-c): success by task length and by dynamicity", ("gaia", "gaia2"),
            ("by_length", "by_dynamicity")),
-    Recipe("table2", "Table 2: OPOD vs SFT / RWR / DA-GRPO, w/o OPD, w/o RWR", ("gaia", "gaia2"), (),
-           kind="training", train_steps=_TABLE2,
-           note="needs trained checkpoints; the training steps are printed, not run (see docs/reproducing.md)"),
-    Recipe("lambda", "Fig. 5: the OPD/RWR weighting", ("gaia2",), (), kind="training", train_steps=_LAMBDA,
-           note="needs one OPOD training run per weight; printed, not run"),
-    Recipe("divergence", "Table 4: reverse KL vs forward KL vs JSD", ("gaia2",), (), kind="training",
-           train_steps=_DIVERGENCE, note="needs one OPOD training run per divergence; printed, not run"),
+    # training recipes: arms in porchestra/reproduce/training.py (RECIPE_ARMS), all POrchestra (proactive)
+    Recipe("table2", "Table 2 (POrchestra rows): SFT, RWR, OPOD, w/o OPD, w/o RWR", ("gaia", "gaia2"),
+           ("by_category", "configs"), kind="training"),
+    Recipe("lambda", "Fig. 5: OPD weight λ ∈ {0, 0.5, 1, 2}", ("gaia2",), ("by_category", "configs"), kind="training"),
+    Recipe("divergence", "Table 4: reverse KL vs forward KL vs JSD", ("gaia2",), ("by_category", "configs"),
+           kind="training"),
 )}

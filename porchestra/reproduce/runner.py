@@ -24,10 +24,17 @@ class RecipeError(ValueError):
     """A recipe that cannot run as asked (the CLI exits 2)."""
 
 
-def plan_lines(recipe: Recipe, out: Path, benches: tuple[str, ...] | None = None) -> list[str]:
+def plan_lines(recipe: Recipe, out: Path, benches: tuple[str, ...] | None = None, cfg: RunConfig | None = None,
+               topts: Any = None) -> list[str]:
     lines = [f"# {recipe.name}: {recipe.paper}"]
     if recipe.kind == "training":
-        lines += [f"(training recipe: {recipe.note})"] + [f"  {s}" for s in recipe.train_steps]
+        from .training import TrainPlan, TrainOptions, plan_training
+
+        for b in benches or recipe.benches:
+            plan = TrainPlan(recipe.name, b, cfg or RunConfig(), out, topts or TrainOptions())
+            for cmd, marker in plan_training(plan):
+                lines.append(f"  {cmd}" + ("   [done]" if marker.exists() else ""))
+        lines.append(f"  → {out / (recipe.name + '.md')} ({', '.join(recipe.sections)})")
         return lines
     for s in recipe.steps(benches):
         flags = [f"--mode {s.mode}"] + [f"--ablate {a}" for a in s.ablate] + ([f"--faults '{s.faults}'"] if s.faults else [])
@@ -42,7 +49,7 @@ def step_config(cfg: RunConfig, s: Step) -> RunConfig:
                                   "faults": parse_fault_spec(s.faults) if s.faults else []})
 
 
-def run_step(cfg: RunConfig, s: Step, out: Path, options: dict[str, Any]) -> Path:
+def run_step(cfg: RunConfig, s: Step, out: Path, options: dict[str, Any], tag: str = "") -> Path:
     bench = load_benchmark(s.bench)
     opts = {**cfg.env_options, **options, "policy": s.mode, "judge_model": cfg.judge_model,
             "user_model": cfg.user_model}
@@ -52,7 +59,7 @@ def run_step(cfg: RunConfig, s: Step, out: Path, options: dict[str, Any]) -> Pat
     tasks = bench.load_tasks(opts)
     if not tasks:
         raise RecipeError(f"step {s.label}: no tasks selected")
-    d = out / "runs" / s.label
+    d = out / "runs" / (s.label + (f"__{tag}" if tag else ""))
     trials = int(opts.pop("trials", None) or 1)
     EvalRunner(bench, EvalPlan(s.bench, opts, c, s.mode, trials=trials), d).run(tasks)
     return d
@@ -64,8 +71,8 @@ def markdown_table(title: str, header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_table(recipe: Recipe, run_dirs: list[Path], out: Path) -> Path:
-    report = build_report(run_dirs, labels=[d.name for d in run_dirs])
+def write_table(recipe: Recipe, run_dirs: list[Path], out: Path, labels: list[str] | None = None) -> Path:
+    report = build_report(run_dirs, labels=labels or [d.name for d in run_dirs])
     parts = [f"# {recipe.paper}", "", f"Recipe `{recipe.name}`; runs under {out / 'runs'}.", ""]
     by_title = tables(report)
     for section in recipe.sections:
@@ -81,11 +88,30 @@ def write_table(recipe: Recipe, run_dirs: list[Path], out: Path) -> Path:
     return path
 
 
+def run_training_recipe(recipe: Recipe, cfg: RunConfig, out: Path, options: dict[str, Any], benches: tuple[str, ...],
+                        topts: Any, say: Callable[[str], None] | None) -> Path:
+    from .training import TrainPlan, run_training
+
+    dirs, labels = [], []
+    for b in benches:
+        def run_eval(c: RunConfig, tag: str, extra: dict[str, Any], b: str = b) -> Path:
+            return run_step(c, Step(b, "proactive"), out, {**options, **extra}, tag=tag)
+
+        for arm, d in run_training(TrainPlan(recipe.name, b, cfg, out, topts), run_eval, say):
+            dirs.append(d)
+            labels.append(f"{b}: {arm.row}")
+    return write_table(recipe, dirs, out, labels)
+
+
 def run_recipe(recipe: Recipe, cfg: RunConfig, out: Path, options: dict[str, Any] | None = None,
-               benches: tuple[str, ...] | None = None, on_step: Callable[[Step], None] | None = None) -> Path:
-    if recipe.kind == "training":
-        raise RecipeError(f"{recipe.name}: {recipe.note}; `--dry-run` prints the steps")
+               benches: tuple[str, ...] | None = None, on_step: Callable[[Step], None] | None = None,
+               topts: Any = None, say: Callable[[str], None] | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
+    if recipe.kind == "training":
+        from .training import TrainOptions
+
+        return run_training_recipe(recipe, cfg, out, options or {}, benches or recipe.benches,
+                                   topts or TrainOptions(), say)
     dirs = []
     for s in recipe.steps(benches):
         if on_step:
