@@ -150,6 +150,8 @@ def test_revise_task_decompose_makes_the_next_delegation_the_rest(tmp_path, cfg,
         assert child.get("lineage") is None and rev["ignored"] == ["task_scope"]
     else:
         assert child["parent"] == "worker-1" and child["lineage"] == "decompose"
+        # worker-1 resumed after the revision (its finish report), paused on it, then closed by the rest
+        assert of(ev, "terminate", agent_id="worker-1")[0]["reason"] == "decomposed into 1 sub-task(s)"
     assert r.success is True
 
 
