@@ -53,6 +53,11 @@ FINDINGS = [
     "An alias bomb crashed the run (exit 1); a misspelled limit and an unknown task-file key were ignored (the run "
     "went ahead); a file as --workspace / --out failed late with a traceback; a full disk left a torn "
     "results.jsonl and exit 1.",
+    # H9's follow-ups (the same attacks on the siblings of the fixed mechanisms, against the code before them)
+    "SWE-bench's setup steps and GAIA2's ARE process got the name-scrubbed host environment: DATABASE_URL and a "
+    "webhook URL with a token reached both.",
+    "The litellm: backend sent $OPENAI_API_KEY to a worker's own server.",
+    "A misspelled option of gaia, gaia2, swebench, tau2 or bfcl (-O or env_options) was silently ignored.",
 ]
 
 
@@ -77,6 +82,15 @@ HARDENING_LIMITS = [
     "- **File tools.** Resolution is a userspace walk of directory fds with O_NOFOLLOW (no openat2 needed); "
     "symlinks inside the workspace are followed by the walk itself and never above the workspace fd.",
     "- **Full disk / read-only.** Only root can mount the small tmpfs this case uses; elsewhere it is skipped.",
+    "- **Environments of child processes.** The sandbox, SWE-bench's commands and test runs, and ARE's process "
+    "start from one fixed minimal environment (secrets.minimal_environ) plus `env_allow`. The trusted host tools "
+    "around a run (git, the SWE-bench venv build and its `install`/`local_setup` commands, the docker client, "
+    "the GAIA2 hub download) also get their own configuration: `PIP_*`, proxies, CA bundles, `DOCKER_*`, the "
+    "host's PATH and HOME (and `HF_*` for the hub). A credential kept there (an index URL with a password, a "
+    "proxy with userinfo) reaches those steps, including a repository's own setup.py during a venv build; "
+    "model-written code never runs in them.",
+    "- **Benchmark options.** Names are checked for every shipped benchmark except the miniature testbed; "
+    "values are checked where the benchmark reads them (the option models type no field).",
 ]
 
 
