@@ -50,20 +50,22 @@ class RunConfig(BaseModel):
     orchestrator_model: str = DEFAULT_MODEL
     worker_model: str = DEFAULT_MODEL
     worker_models: dict[str, str] = Field(default_factory=dict, description="name → spec, choosable by the orchestrator")
-    attributor_model: str | None = None
+    attributor_model: str | None = Field(None, description="hindsight attribution (`porchestra attribute`, reproduce recipes)")
     judge_model: str | None = None
     user_model: str | None = None
     model_options: dict[str, ModelOptions] = Field(default_factory=dict, description="per role, or default for all "
                                                    "(docs/models.md)")
-    prices: dict[str, Any] = Field(default_factory=dict)
-    budgets: Budgets = Field(default_factory=Budgets)
+    prices: dict[str, Any] = Field(default_factory=dict, description="spec → {input, output} USD per 1M tokens; "
+                                   "unknown price → cost null")
+    budgets: Budgets = Field(default_factory=Budgets, description="step, worker, cost, repeat and time limits")
     ablate: list[str] = Field(default_factory=list, description="revision dimensions / protocol fields turned off")
-    faults: list[dict[str, Any]] = Field(default_factory=list)
-    env_options: dict[str, Any] = Field(default_factory=dict)
+    faults: list[dict[str, Any]] = Field(default_factory=list, description="tool faults to inject (porchestra/faults.py)")
+    env_options: dict[str, Any] = Field(default_factory=dict, description="benchmark/environment options "
+                                        "(each benchmark refuses keys it does not take)")
     max_output_chars: int = Field(4000, ge=100, description="tool output shown to agents and logged")
     revision_reasoning: bool = Field(False, description="show the orchestrator's private reasoning to a worker "
                                      "it revises (never while a revision dimension is ablated)")
-    seed: int = 0
+    seed: int = Field(0, description="seeds task sampling, faults and local decoding")
 
     @field_validator("orchestrator_model", "worker_model", "attributor_model", "judge_model", "user_model")
     @classmethod

@@ -26,6 +26,9 @@ FLAGS: dict[str, str] = {
     "budgets.max_cost_usd": "`--max-cost`",
     "budgets.max_parallel": "`--max-parallel`",
     "model_options.<role>.base_url": "`--base-url` (all roles), `--orchestrator-base-url`, `--worker-base-url`",
+    "model_options.<role>.temperature": "`--temperature` (all roles)",
+    "model_options.<role>.max_tokens": "`--max-tokens` (all roles)",
+    "model_options.<role>.response_format": "`--response-format` (all roles)",
 }
 
 INTRO = """# Configuration reference

@@ -36,24 +36,25 @@ class ModelOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base_url: str | None = None
-    api_key_env: str | None = None
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint of this role")
+    api_key_env: str | None = Field(None, description="name of the variable holding this role's key (never the key)")
     # timeouts (remote backends): the wait for a connection, the longest wait for the next bytes of a
     # reply (a slow CPU server's first prefill can take ~120 s), and a wall-clock cap on one attempt
-    connect_timeout_s: float = Field(10.0, gt=0)
+    connect_timeout_s: float = Field(10.0, gt=0, description="wait for a connection")
     timeout_s: float = Field(300.0, gt=0, description="read timeout: longest wait for the next bytes")
     deadline_s: float = Field(600.0, gt=0, description="total wall-clock limit of one attempt")
-    max_retries: int = Field(6, ge=0)
-    backoff_base_s: float = Field(1.0, ge=0)
-    backoff_max_s: float = Field(60.0, ge=0)
+    max_retries: int = Field(6, ge=0, description="retries of a transient failure (429, 5xx, timeouts)")
+    backoff_base_s: float = Field(1.0, ge=0, description="full-jitter backoff base (Retry-After honoured)")
+    backoff_max_s: float = Field(60.0, ge=0, description="longest wait between retries")
     # sampling
     temperature: float | None = Field(0.0, ge=0, description="None: the server's default")
-    top_p: float | None = Field(None, gt=0, le=1)
+    top_p: float | None = Field(None, gt=0, le=1, description="None: not sent")
     max_tokens: int | None = Field(None, ge=1, description="None: 1024 remote, 512 local")
-    seed: int | None = None
-    stop: list[str] | None = None
+    seed: int | None = Field(None, description="sampling seed sent to the server; None: not sent")
+    stop: list[str] | None = Field(None, description="stop sequences (a string or a list)")
     # structured outputs (remote backends; the schema is the action schema of the current decision)
-    response_format: ResponseFormat = "json_schema"
+    response_format: ResponseFormat = Field("json_schema", description="structured output: the current "
+                                            "decision's action schema, JSON mode, or none")
     fallback: bool = Field(True, description="a server rejecting the structured-output mode: step down once "
                                              "(json_schema → json_object → none) instead of failing")
     json_object_schema: bool = Field(False, description="json_object requests carry the schema too "
@@ -61,7 +62,7 @@ class ModelOptions(BaseModel):
     guided_decoding: GuidedDecoding = Field("none", description="also send the schema as vLLM's guided_json "
                                                                 "or structured_outputs field")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="extra request fields, sent as is")
-    constrained: bool = True  # local backends: grammar-constrained decoding to the action schema
+    constrained: bool = Field(True, description="local backends: grammar-constrained decoding to the action schema")
 
     @field_validator("stop", mode="before")
     @classmethod
