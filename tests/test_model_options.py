@@ -18,7 +18,7 @@ from ledger_bench import LedgerBenchmark
 from porchestra.config import ConfigError, RunConfig, load_config
 from porchestra.envs.base import Score
 from porchestra.eval.runner import EvalPlan, EvalRunner
-from porchestra.eval.summary import summarize
+from porchestra.eval.summary import summarize, to_markdown
 from porchestra.log.events import EventLog
 from porchestra.models.base import ModelError
 from porchestra.models.gateway import Gateway
@@ -294,8 +294,13 @@ def test_eval_server_dies_mid_run_then_rerun_retries_exactly_the_infra_rows(tmp_
         assert [by_id[t.id]["success"] for t in tasks] == [True, True, None, None]
         assert [by_id[t.id]["infra_error"] for t in tasks] == [False, False, True, True]
         assert by_id["ledger-002"]["reason"].startswith("model_error")
-        s = summarize(rows)["overall"]
+        full = summarize(rows)
+        s = full["overall"]
         assert (s["tasks"], s["scored"], s["infra_errors"], s["success_rate"]) == (4, 2, 2, 1.0)
+        # the summary says what failed, counted: both infra rows share the dead endpoint's reason
+        assert list(full["infra_reasons"].values()) == [2]
+        why = next(iter(full["infra_reasons"]))
+        assert why.startswith("model_error") and why in to_markdown(full, "t")
         events = events_of(tmp_path / "out" / by_id["ledger-002"]["events"])
         assert events[-1]["success"] is None and events[-1]["infra_error"] is True
 

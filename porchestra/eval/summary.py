@@ -28,6 +28,16 @@ def _scored(r: dict[str, Any]) -> bool:
     return r.get("success") is not None and not r.get("infra_error")
 
 
+def infra_reasons(rows: list[dict[str, Any]], limit: int = 200) -> dict[str, int]:
+    """Why rows are infrastructure errors, most frequent first: reason text (cut to `limit` characters)
+    → number of rows, so a summary says *what* failed (a dead endpoint, a missing module, …)."""
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        if r.get("infra_error"):
+            counts[" ".join(str(r.get("reason") or "unknown").split())[:limit]] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     scored = [r for r in rows if _scored(r)]
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -52,7 +62,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         }
 
     return {"overall": block(rows), "by_category": {k: block(v) for k, v in sorted(groups.items())},
-            "scored": len(scored)}
+            "scored": len(scored), "infra_reasons": infra_reasons(rows)}
 
 
 def _fmt(v: Any, money: bool = False) -> str:
@@ -93,7 +103,16 @@ def to_markdown(summary: dict[str, Any], title: str) -> str:
                      f"{_fmt(c['orchestration'], True)} | {_fmt(c['communication'], True)} | "
                      f"{_fmt(c['execution'], True)} | {b['tokens_input']}/{b['tokens_output']} | "
                      f"{_fmt(b['mean_steps'])} |")
+    reasons = summary.get("infra_reasons") or {}
+    if reasons:
+        lines += ["", "Infrastructure errors (rerun the eval to retry them; `--keep-infra` keeps them):", "",
+                  "| rows | reason |", "|---|---|"]
+        lines += [f"| {n} | {_md_cell(why)} |" for why, n in reasons.items()]
     return "\n".join(lines) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def write_summary(out: Path, rows: list[dict[str, Any]], title: str, console: Console | None = None) -> dict[str, Any]:
@@ -102,4 +121,6 @@ def write_summary(out: Path, rows: list[dict[str, Any]], title: str, console: Co
     (out / "summary.md").write_text(to_markdown(s, title))
     if console is not None:
         console.print(summary_table(s, title))
+        for why, n in s["infra_reasons"].items():
+            console.print(f"infra error ×{n}: {why}", markup=False, highlight=False)
     return s
