@@ -63,10 +63,10 @@ def resolve_env(task: str | Task, env: str | Environment, cfg: RunConfig) -> tup
     if isinstance(env, Environment):
         return (task if isinstance(task, Task) else Task(id="task", instruction=task)), env
     if env == "general":
-        from .envs.general import GeneralEnv
+        from .envs.general import general_env_from_options
 
         the_task = task if isinstance(task, Task) else Task(id="task", instruction=task)
-        return the_task, GeneralEnv(**cfg.env_options)
+        return the_task, general_env_from_options(cfg.env_options)  # an unknown key is a named error
     if isinstance(task, Task):
         options = {**cfg.env_options, "judge_model": cfg.judge_model, "user_model": cfg.user_model}
         bench = load_benchmark(env)

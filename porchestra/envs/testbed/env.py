@@ -15,7 +15,7 @@ from typing import Any
 from ...protocol import EndTask, ToolCall
 from ...tools.base import Tool, ToolError, tool_from_function
 from ..base import Environment, Score, Task
-from ..benchmark import Benchmark, BenchmarkError
+from ..benchmark import Benchmark, BenchmarkError, BenchmarkOptions
 from .world import DYNAMICS, SPLITS, discounted, expected, make_task
 
 REVOKED = "add_item was revoked by the shop after its first use; its replacement is add_item_v2"
@@ -122,12 +122,19 @@ class TestbedEnv(Environment):
         return calls, EndTask(action="complete", answer=str(total))
 
 
+class TestbedOptions(BenchmarkOptions):
+    split: Any = None  # train | heldout (default heldout)
+    start: Any = None  # first seed
+    dynamics: Any = None  # none | revoke | scope (default: each task's own)
+
+
 class TestbedBenchmark(Benchmark):
-    __test__ = False
-    """`porchestra eval --env testbed -O split=heldout -O limit=100` (options: split, limit, start,
+    """`porchestra eval testbed -O split=heldout -O limit=100` (options: split, limit, start,
     dynamics)."""
 
+    __test__ = False  # not a pytest class despite its name
     name = "testbed"
+    Options = TestbedOptions
     description = "procedural shop tasks with mid-run harness mismatch (revoked tool, scope change)"
 
     def load_tasks(self, options: dict[str, Any]) -> list[Task]:
