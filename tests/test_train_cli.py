@@ -145,6 +145,26 @@ def test_dagrpo_scores_candidates_through_the_judge(work):
     assert sum(c["event"] == "llm_call" and c["role"] == "judge" for c in calls) == 4
 
 
+def test_dagrpo_judge_comes_from_the_configs_model_options(work, monkeypatch):
+    """-c: judge_model and model_options.judge (endpoint, sampling) build the judge via get_model."""
+    from porchestra.testing.fake_openai import FakeOpenAIServer
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PORCHESTRA_JUDGE_BASE_URL", "PORCHESTRA_JUDGE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    score = json.dumps({"format": 10, "action_validity": 10, "tool_reasonableness": 10, "decision_quality": 10})
+    with FakeOpenAIServer(replies=lambda body: score) as srv:
+        cfg = work / "judge_cfg.yaml"
+        cfg.write_text(json.dumps({"judge_model": "openai:judge-from-config", "model_options": {"judge": {
+            "base_url": srv.base_url, "temperature": 0.2, "max_tokens": 64, "seed": 3, "max_retries": 0}}}))
+        run("train", "dagrpo", work / "rec.jsonl", "-c", cfg, "--model", work / "tiny", "--out", work / "grpo-cfg",
+            "--k", "2", "--max-steps", "1", "--max-new-tokens", "5", *FAST)
+        bodies = [r.body for r in srv.requests]
+    assert len(bodies) == 4
+    assert all((b["model"], b["temperature"], b["max_tokens"], b["seed"]) == ("judge-from-config", 0.2, 64, 3)
+               for b in bodies)
+    run("train", "dagrpo", work / "rec.jsonl", "--model", work / "tiny", "--out", work / "x", code=2)  # no judge
+
+
 def test_sft_export_is_usable_by_trl_sft_trainer(work, tmp_path):
     """The documented prompt-completion format trains with TRL's SFTTrainer, prompt masked."""
     datasets = pytest.importorskip("datasets")

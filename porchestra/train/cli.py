@@ -95,15 +95,51 @@ def export_sft(run_dirs: List[Path] = RUN_DIRS,
 
 # --- attribute ---------------------------------------------------------------------------------
 
+CONFIG = typer.Option(None, "--config", "-c", help="YAML run config (as for run/eval): the role's model "
+                      "(attributor_model / judge_model) and model_options.<role> over model_options.default "
+                      "(base_url, api_key_env, sampling, timeouts, retries); flags win.")
+
+
+def _role_model(role: str, flag: str, spec: Optional[str], config: Optional[Path], base_url: Optional[str],
+                api_key_env: Optional[str]) -> tuple[Any, Any]:
+    """(the model serving `role`, its options), built by the model layer's get_model from the config
+    file with the flags over it: the same path as run/eval, so model_options.<role> applies."""
+    from ..config import load_config, with_model_options
+    from ..models.registry import ModelSpecError, get_model, parse_spec
+
+    if spec is not None:
+        try:
+            parse_spec(spec)
+        except ModelSpecError as e:
+            fail(f"{flag}: {e}")
+    cfg = _guard(lambda: load_config(config, {f"{role}_model": spec}))
+    flags = {"base_url": base_url, "api_key_env": api_key_env}
+    cfg = _guard(lambda: with_model_options(cfg, {role: flags}, "flags"))
+    if getattr(cfg, f"{role}_model") is None:
+        fail(f"{flag}: no {role} model: give {flag} or set {role}_model in the config (-c)")
+    return _guard(lambda: get_model(role, cfg)), cfg.options_for(role)
+
+
 def attribute_cmd(run_dirs: List[Path] = RUN_DIRS,
-                  model: str = typer.Option(..., "--model", help="Attributor model spec (frozen base model)."),
+                  model: Optional[str] = typer.Option(None, "--model", help="Attributor model spec, a frozen base "
+                                                      "model (default: the config's attributor_model)."),
                   out: Path = typer.Option(..., "--out", help="Output JSONL (porchestra.attribution.v1)."),
-                  base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint."),
-                  api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Env var holding the key."),
-                  max_tokens: int = typer.Option(256, "--max-tokens", min=1),
-                  context_chars: int = typer.Option(16000, "--context-chars", min=500),
-                  trace_chars: int = typer.Option(12000, "--trace-chars", min=500),
-                  event_chars: int = typer.Option(1000, "--event-chars", min=100)) -> None:
+                  config: Optional[Path] = CONFIG,
+                  base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint of "
+                                                         "the attributor (over model_options.attributor.base_url)."),
+                  api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Name of the env var "
+                                                            "holding the attributor's key (never the key itself)."),
+                  max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Longest reply per "
+                                                           "decision in tokens (default: model_options.attributor."
+                                                           "max_tokens, else 256)."),
+                  context_chars: int = typer.Option(16000, "--context-chars", min=500, help="Character budget of "
+                                                    "the decision-time context shown (system prompt cut to a "
+                                                    "quarter, then the latest messages)."),
+                  trace_chars: int = typer.Option(12000, "--trace-chars", min=500, help="Character budget of the "
+                                                  "worker trace after the decision (head quarter + tail, the gap "
+                                                  "marked)."),
+                  event_chars: int = typer.Option(1000, "--event-chars", min=100, help="Each trace event cut to "
+                                                  "this many characters.")) -> None:
     """Attribute delegation/revision decisions with the paper's F.3 generative reward model.
     Results are cached in OUT.cache.jsonl (reruns resume); LLM calls are logged to
     OUT's folder/attribution_events.jsonl."""
@@ -111,12 +147,12 @@ def attribute_cmd(run_dirs: List[Path] = RUN_DIRS,
 
     from ..log.events import EventLog
     from ..models.gateway import Gateway
-    from ..models.registry import ModelOptions, make_model
     from .attribution import Truncation, attribute
     from .records import find_event_logs
 
     _guard(lambda: find_event_logs(run_dirs))
-    m = _guard(lambda: make_model(model, "attributor", ModelOptions(base_url=base_url, api_key_env=api_key_env)))
+    m, opts = _role_model("attributor", "--model", model, config, base_url, api_key_env)
+    max_tokens = max_tokens or opts.max_tokens or 256
     run_id = "attribution-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     log = EventLog(out.parent / "attribution_events.jsonl", run_id, "attribution")
     try:
@@ -182,6 +218,8 @@ def _load_items(data: List[Path], kind: str, attributions: Optional[Path] = None
     return items
 
 
+PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (metrics.jsonl is written "
+                        "either way).")
 DATA = typer.Argument(..., help="Decision records (export records), SFT JSONL (sft only), run dirs or events.jsonl.")
 MODEL = typer.Option("local:smollm2", "--model", help="Starting weights: local:smollm2, local:<dir>, <dir> "
                      "(HF checkpoint or PEFT adapter, merged).")
@@ -191,20 +229,31 @@ OUT = typer.Option(..., "--out", help="Output directory (checkpoints, metrics.js
 def _train_opts() -> dict[str, tuple[Any, Any]]:
     return dict(
         lora=(bool, typer.Option(True, "--lora/--full", help="LoRA adapter (default) or full fine-tuning.")),
-        lora_r=(int, typer.Option(16, "--lora-r", min=1)),
-        lora_alpha=(int, typer.Option(32, "--lora-alpha", min=1)),
-        lora_dropout=(float, typer.Option(0.0, "--lora-dropout", min=0.0, max=0.9)),
-        lr=(float, typer.Option(1e-4, "--lr", min=0.0)),
-        epochs=(int, typer.Option(1, "--epochs", min=1)),
-        max_steps=(Optional[int], typer.Option(None, "--max-steps", min=1)),
-        batch_size=(int, typer.Option(4, "--batch-size", min=1)),
-        max_length=(int, typer.Option(4096, "--max-length", min=16)),
+        lora_r=(int, typer.Option(16, "--lora-r", min=1, help="LoRA rank r (--lora only).")),
+        lora_alpha=(int, typer.Option(32, "--lora-alpha", min=1, help="LoRA scale α: updates are scaled by "
+                                      "α/r (--lora only).")),
+        lora_dropout=(float, typer.Option(0.0, "--lora-dropout", min=0.0, max=0.9, help="Dropout on the LoRA "
+                                          "layers' input (--lora only).")),
+        lr=(float, typer.Option(1e-4, "--lr", min=0.0, help="Peak AdamW learning rate (linear warmup, then "
+                                "linear decay to 0).")),
+        epochs=(int, typer.Option(1, "--epochs", min=1, help="Passes over the data (--max-steps wins).")),
+        max_steps=(Optional[int], typer.Option(None, "--max-steps", min=1, help="Stop after this many optimizer "
+                                               "steps (default: --epochs passes).")),
+        batch_size=(int, typer.Option(4, "--batch-size", min=1, help="Decisions per optimizer step, global: "
+                                      "split across ranks under accelerate launch.")),
+        max_length=(int, typer.Option(4096, "--max-length", min=16, help="Longest sequence in tokens (prompt, "
+                                      "reply and sampled tokens); longer decisions are dropped and counted in "
+                                      "OUT/train_config.json.")),
         chunk_size=(int, typer.Option(512, "--chunk-size", min=1, help="Tokens per vocabulary-projection chunk.")),
         bf16=(bool, typer.Option(False, "--bf16/--fp32", help="bf16 autocast (weights stay fp32).")),
-        gradient_checkpointing=(bool, typer.Option(False, "--gradient-checkpointing/--no-gradient-checkpointing")),
-        save_every=(int, typer.Option(50, "--save-every", min=1)),
-        seed=(int, typer.Option(0, "--seed")),
-        warmup_steps=(int, typer.Option(0, "--warmup-steps", min=0)),
+        gradient_checkpointing=(bool, typer.Option(False, "--gradient-checkpointing/--no-gradient-checkpointing",
+                                                   help="Recompute activations in the backward pass: less "
+                                                   "memory, slower steps.")),
+        save_every=(int, typer.Option(50, "--save-every", min=1, help="Save a resumable checkpoint every N "
+                                      "optimizer steps and at the last (the newest 2 are kept).")),
+        seed=(int, typer.Option(0, "--seed", help="Seeds data order, LoRA initialisation and sampling.")),
+        warmup_steps=(int, typer.Option(0, "--warmup-steps", min=0, help="Optimizer steps of linear "
+                                        "learning-rate warmup.")),
         threads=(Optional[int], typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's).")),
     )
 
@@ -271,7 +320,7 @@ def _split(kw: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 @train_app.command("sft")
-@_with_opts({"progress": (bool, typer.Option(True, "--progress/--no-progress"))})
+@_with_opts({"progress": (bool, PROGRESS)})
 def train_sft(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
     """Supervised fine-tuning: likelihood of the decisions (prompt tokens masked)."""
     from .objectives import likelihood_loss
@@ -290,11 +339,13 @@ OPOD_OPTS: dict[str, tuple[Any, Any]] = {
     "rwr_weight": (float, typer.Option(1.0, "--rwr-weight", min=0.0, help="RWR weight ρ (0 = OPD only, "
                                        "the 'w/o RWR' ablation).")),
     "divergence": (str, typer.Option("reverse_kl", "--divergence", help="reverse_kl | forward_kl | jsd")),
-    "jsd_beta": (float, typer.Option(0.5, "--jsd-beta", min=0.01, max=0.99)),
+    "jsd_beta": (float, typer.Option(0.5, "--jsd-beta", min=0.01, max=0.99, help="--divergence jsd: weight β "
+                                     "of the student in the mixture M = β·student + (1−β)·teacher.")),
     "max_new_tokens": (int, typer.Option(256, "--max-new-tokens", min=1, help="Student sample length for OPD.")),
-    "temperature": (float, typer.Option(1.0, "--temperature", min=0.01)),
+    "temperature": (float, typer.Option(1.0, "--temperature", min=0.01, help="Student sampling temperature "
+                                        "for OPD.")),
     "reward": (str, typer.Option("binary", "--reward", help="binary (successful decisions) | score")),
-    "progress": (bool, typer.Option(True, "--progress/--no-progress")),
+    "progress": (bool, PROGRESS),
     **SAMPLER_OPTS,
 }
 
@@ -347,13 +398,19 @@ def train_opod(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **k
 
 @train_app.command("dagrpo")
 @_with_opts({
-    "judge": (str, typer.Option(..., "--judge", help="Rubric judge model spec.")),
-    "judge_base_url": (Optional[str], typer.Option(None, "--judge-base-url")),
-    "judge_api_key_env": (Optional[str], typer.Option(None, "--judge-api-key-env")),
+    "judge": (Optional[str], typer.Option(None, "--judge", help="Rubric judge model spec (default: the config's "
+                                          "judge_model).")),
+    "config": (Optional[Path], CONFIG),
+    "judge_base_url": (Optional[str], typer.Option(None, "--judge-base-url", help="OpenAI-compatible endpoint of "
+                                                   "the judge (over model_options.judge.base_url).")),
+    "judge_api_key_env": (Optional[str], typer.Option(None, "--judge-api-key-env", help="Name of the env var "
+                                                      "holding the judge's key (never the key itself).")),
     "k": (int, typer.Option(8, "--k", min=2, help="Candidates per expert context.")),
-    "max_new_tokens": (int, typer.Option(256, "--max-new-tokens", min=1)),
-    "temperature": (float, typer.Option(1.0, "--temperature", min=0.01)),
-    "progress": (bool, typer.Option(True, "--progress/--no-progress")),
+    "max_new_tokens": (int, typer.Option(256, "--max-new-tokens", min=1, help="Longest sampled candidate in "
+                                         "tokens.")),
+    "temperature": (float, typer.Option(1.0, "--temperature", min=0.01, help="Sampling temperature of the "
+                                        "candidates.")),
+    "progress": (bool, PROGRESS),
     **SAMPLER_OPTS,
 })
 def train_dagrpo(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, **kw: Any) -> None:
@@ -363,15 +420,14 @@ def train_dagrpo(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, *
 
     from ..log.events import EventLog
     from ..models.gateway import Gateway
-    from ..models.registry import ModelOptions, make_model
     from .dagrpo import GRPOSettings, RubricJudge, make_objective
     from .objectives import GenSettings
 
-    o = _split(kw, ("judge", "judge_base_url", "judge_api_key_env", "k", "max_new_tokens", "temperature",
+    o = _split(kw, ("judge", "config", "judge_base_url", "judge_api_key_env", "k", "max_new_tokens", "temperature",
                     "progress"))
     sampler = _make_sampler({**_sampler_opts(kw), "sample_seed": kw["sample_seed"]}, out)
-    judge_model = _guard(lambda: make_model(o["judge"], "judge", ModelOptions(
-        base_url=o["judge_base_url"], api_key_env=o["judge_api_key_env"])))
+    judge_model, judge_opts = _role_model("judge", "--judge", o["judge"], o["config"], o["judge_base_url"],
+                                          o["judge_api_key_env"])
     items = _load_items(data, "dagrpo")
     cfg = _settings("dagrpo", model, out, **kw)
     out.mkdir(parents=True, exist_ok=True)
@@ -379,7 +435,7 @@ def train_dagrpo(data: List[Path] = DATA, model: str = MODEL, out: Path = OUT, *
     name = "judge_events.jsonl" if rank == 0 else f"judge_events.rank{rank}.jsonl"
     log = EventLog(out / name, "dagrpo-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"), "dagrpo")
     try:
-        judge = RubricJudge(judge_model, Gateway(log))
+        judge = RubricJudge(judge_model, Gateway(log), max_tokens=judge_opts.max_tokens or 128)
         settings = GRPOSettings(k=o["k"], gen=GenSettings(max_new_tokens=o["max_new_tokens"],
                                                           temperature=o["temperature"]))
         _train(cfg, items, make_objective(judge, settings), progress=o["progress"],
