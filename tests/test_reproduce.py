@@ -161,7 +161,8 @@ def test_training_recipe_runs_end_to_end(tmp_path, name, arms):
         opts = {"base_url": srv.base_url, "response_format": "none"}
         cfg.write_text(json.dumps({"orchestrator_model": "openai:fake", "worker_model": "openai:fake",
                                    "attributor_model": "openai:fake", "budgets": {"max_workers": 2},
-                                   "model_options": {"orchestrator": opts, "worker": opts, "attributor": opts},
+                                   "model_options": {"orchestrator": opts, "worker": opts,
+                                                     "attributor": {**opts, "temperature": 0.25, "seed": 7}},
                                    "env_options": {"allow_unisolated": True}}))
         out = tmp_path / "out"
         args = ["reproduce", name, "-c", str(cfg), "--out", str(out), "--bench", "general", "--tasks", str(tasks),
@@ -178,6 +179,10 @@ def test_training_recipe_runs_end_to_end(tmp_path, name, arms):
         tr = out / "train" / "general"
         atts = [json.loads(x) for x in (tr / "attr.jsonl").read_text().splitlines()]
         assert atts and all(a["status"] == "ok" and a["hint"] == HINT for a in atts)
+        # the attributor's own model_options (sampling, not only its endpoint) reached `attribute`
+        grm = [q.body for q in srv.requests if isinstance(q.body, dict) and q.messages
+               and str(q.messages[0]["content"]).startswith("You are a process reward model")]
+        assert grm and all(b.get("temperature") == 0.25 and b.get("seed") == 7 for b in grm)
         sft = _weights(tr / "sft" / "final")
         for a in arms:
             if a != "sft":  # each arm trained from the SFT checkpoint and changed it

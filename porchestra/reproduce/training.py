@@ -103,14 +103,23 @@ class TrainPlan:
             from .runner import RecipeError
 
             raise RecipeError(f"attributor_model: {self.name} needs an attributor model in the config (paper F.3)")
-        opts = self.cfg.options_for("attributor")
-        cmd = ["attribute", str(self.out / "runs" / self.collect_label("sft-train")), "--model",
-               self.cfg.attributor_model, "--out", str(self.dir / "attr.jsonl")]
-        if opts.base_url:
-            cmd += ["--base-url", opts.base_url]
-        if opts.api_key_env:
-            cmd += ["--api-key-env", opts.api_key_env]
-        return cmd
+        # the attributor's whole model_options (endpoint, key variable, sampling, response format) reach
+        # `attribute` through a config file of its own, written by write_attributor_config before the step
+        return ["attribute", str(self.out / "runs" / self.collect_label("sft-train")), "--model",
+                self.cfg.attributor_model, "-c", str(self.attributor_config()), "--out", str(self.dir / "attr.jsonl")]
+
+    def attributor_config(self) -> Path:
+        return self.dir / "attributor.yaml"
+
+    def write_attributor_config(self) -> None:
+        """Only model settings: names of key variables, never keys (ModelOptions holds no secret)."""
+        import yaml
+
+        opts = {role: o.model_dump(exclude_unset=True) for role, o in self.cfg.model_options.items()
+                if role in ("default", "attributor")}
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.attributor_config().write_text(yaml.safe_dump({"attributor_model": self.cfg.attributor_model,
+                                                            "model_options": opts}, sort_keys=True))
 
     def collect_label(self, tag: str) -> str:
         return f"{self.bench}__proactive__{tag}"
@@ -199,6 +208,7 @@ def run_training(plan: TrainPlan, run_eval: Callable[[RunConfig, str, dict[str, 
         run_cli(["export", "records", str(onpolicy), "--out", str(d / "records.jsonl")], d / "export_records.log")
     if any(a.opd for a in plan.arms()) and not (d / "attr.jsonl").is_file():
         say(f"{plan.bench}: attribute")
+        plan.write_attributor_config()
         run_cli(plan.attribute_cmd(), d / "attribute.log")
     for a in plan.arms():
         if a.name != "sft" and not plan.final(a.name).is_dir():
