@@ -20,30 +20,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 pytest.importorskip("accelerate")
 typer = pytest.importorskip("typer")
-from typer.testing import CliRunner  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "train"))
-from tiny import save_tiny  # noqa: E402
+from cli_helpers import prepare_work, rows as _rows, run  # noqa: E402
 
-from porchestra.train.cli import attribute_cmd, export_app, train_app  # noqa: E402
 
 F = Path(__file__).parent / "fixtures" / "train"
 DDP = Path(__file__).parents[1] / "porchestra" / "train" / "accelerate_configs" / "ddp.yaml"
 FAST = ["--no-progress", "--threads", "1", "--chunk-size", "7"]
-
-
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    app.add_typer(export_app, name="export")
-    app.command("attribute")(attribute_cmd)
-    app.add_typer(train_app, name="train")
-    return app
-
-
-def run(*args, code: int = 0) -> str:
-    res = CliRunner().invoke(_app(), [str(a) for a in args])
-    assert res.exit_code == code, res.output + repr(res.exception)
-    return res.output
 
 
 def _port() -> int:
@@ -68,18 +52,7 @@ def launch(n: int, *args, timeout: int = 240) -> None:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    w = tmp_path_factory.mktemp("dist")
-    save_tiny(w / "tiny")
-    run("export", "records", F / "run_fail", F / "run_ok", "--out", w / "rec.jsonl")
-    run("export", "sft", F / "evalrun", "--out", w / "sft.jsonl", "--format", "messages")
-    (w / "attr.json").write_text(json.dumps(['{"needs_repair": true, "hint": "Add execute_python to tools."}',
-                                             '{"needs_repair": false, "hint": ""}'] * 2))
-    run("attribute", F / "run_fail", F / "run_ok", "--model", f"scripted:{w / 'attr.json'}", "--out", w / "attr.jsonl")
-    return w
-
-
-def _rows(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text().splitlines()]
+    return prepare_work(tmp_path_factory.mktemp("dist"))
 
 
 def _weights(path: Path) -> dict:
