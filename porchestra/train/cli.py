@@ -76,13 +76,28 @@ def export_sft(run_dirs: List[Path] = RUN_DIRS,
                fmt: str = typer.Option("prompt-completion", "--format",
                                        help="prompt-completion (TRL) | messages (LLaMA-Factory sharegpt/openai)."),
                types: str = typer.Option("", "--types", help="Comma-separated decision types to keep "
-                                         "(delegate,revise,end,terminate,other); default all.")) -> None:
+                                         "(delegate,revise,end,terminate,other); default all."),
+               role: str = typer.Option("orchestrator", "--role", help="orchestrator: one example per "
+                                        "decision | worker: one example per worker conversation, every "
+                                        "turn supervised (messages format, metadata.all_turns).")) -> None:
     """Structurally valid decisions of expert runs, successful and failed, as SFT examples."""
     from .jsonl import write_jsonl_atomic
     from .records import collect_records, sft_records, to_sft_example
 
     if fmt not in ("prompt-completion", "messages"):
         fail(f"--format: unknown SFT format {fmt!r} (prompt-completion | messages)")
+    if role not in ("orchestrator", "worker"):
+        fail(f"--role: unknown role {role!r} (orchestrator | worker)")
+    if role == "worker":
+        from .conversations import worker_conversations
+
+        if types:
+            fail("--types: applies to orchestrator decisions, not to --role worker")
+        rows = _guard(lambda: list(worker_conversations(run_dirs)))
+        n = write_jsonl_atomic(out, rows)
+        out_console.print(f"wrote {n} worker conversations ({sum(r['metadata']['turns'] for r in rows)} turns) "
+                          f"to {out}")
+        return
     keep = {t.strip() for t in types.split(",") if t.strip()}
     bad = keep - {"delegate", "revise", "end", "terminate", "other"}
     if bad:
@@ -139,7 +154,10 @@ def attribute_cmd(run_dirs: List[Path] = RUN_DIRS,
                                                   "worker trace after the decision (head quarter + tail, the gap "
                                                   "marked)."),
                   event_chars: int = typer.Option(1000, "--event-chars", min=100, help="Each trace event cut to "
-                                                  "this many characters.")) -> None:
+                                                  "this many characters."),
+                  rules: bool = typer.Option(False, "--rules", help="No model: the rule-based attributor "
+                                             "(hints from the workers' revise requests, refused tools and "
+                                             "rejected arguments; model 'rules:revise-requests').")) -> None:
     """Attribute delegation/revision decisions with the paper's F.3 generative reward model.
     Results are cached in OUT.cache.jsonl (reruns resume); LLM calls are logged to
     OUT's folder/attribution_events.jsonl."""
@@ -151,6 +169,15 @@ def attribute_cmd(run_dirs: List[Path] = RUN_DIRS,
     from .records import find_event_logs
 
     _guard(lambda: find_event_logs(run_dirs))
+    if rules:
+        from .attribution_rules import rule_attributions
+
+        if model:
+            fail("--rules: takes no --model (the rule-based attributor uses none)")
+        res = _guard(lambda: rule_attributions(run_dirs, out))
+        out_console.print(f"attributed {len(res)} decisions by rules: {sum(r.needs_repair for r in res)} need "
+                          f"repair; wrote {out}")
+        return
     m, opts = _role_model("attributor", "--model", model, config, base_url, api_key_env)
     max_tokens = max_tokens or opts.max_tokens or 256
     run_id = "attribution-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")

@@ -31,6 +31,9 @@ class Item:
     hint: str | None = None  # OPD supervision when set
     hint_slot: dict[str, int] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # A whole append-only conversation (a worker's turns): `messages` ends with the last reply and
+    # every assistant turn is supervised -- one forward instead of one per turn, same targets.
+    conversation: bool = False
 
     @property
     def teacher_messages(self) -> list[dict[str, Any]]:
@@ -90,9 +93,41 @@ class Encoder:
     def reply(self, text: str) -> list[int]:
         return list(self.tok(text, add_special_tokens=False)["input_ids"]) + [self.eos_id]
 
+    def supervised(self, item: Item) -> tuple[list[int], list[int]]:
+        """(token ids, labels) of the item's likelihood term: the prompt then the reply (labels on
+        the reply and its end-of-turn token), or for a conversation item the whole chat with labels
+        on every assistant turn's content and the end-of-turn token that closes it."""
+        if not item.conversation:
+            p, r = self.prompt(item.messages), self.reply(item.decision)
+            return p + r, [IGNORE] * len(p) + r
+        text = self.tok.apply_chat_template(item.messages, tokenize=False)
+        enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = list(enc["input_ids"]), enc["offset_mapping"]
+        spans, cursor = [], 0
+        for m in item.messages:
+            content = m.get("content") or ""
+            if m.get("role") == "assistant" and content:
+                at = text.find(content, cursor)
+                if at < 0:
+                    raise ValueError(f"{item.decision_id}: the chat template does not keep an assistant "
+                                     "turn verbatim; train it turn by turn instead")
+                spans.append((at, at + len(content)))
+                cursor = at + len(content)
+        labels = [IGNORE] * len(ids)
+        for a, b in spans:
+            last = None
+            for k, (s, e) in enumerate(offsets):
+                if s < b and e > a:
+                    labels[k], last = ids[k], k
+            if last is not None and last + 1 < len(ids) and ids[last + 1] == self.eos_id:
+                labels[last + 1] = self.eos_id
+        return ids, labels
+
     def fits(self, item: Item, gen_tokens: int = 0) -> bool:
         """Whether every sequence this item produces stays within `max_length` tokens: the stored
         reply (likelihood terms) and, with a hint, the teacher prompt plus a sampled reply."""
+        if item.conversation:
+            return len(self.supervised(item)[0]) <= self.max_length
         if item.weight > 0 and len(self.prompt(item.messages)) + len(self.reply(item.decision)) > self.max_length:
             return False
         if item.hint and len(self.prompt(item.teacher_messages)) + gen_tokens > self.max_length:
@@ -104,15 +139,20 @@ def pad_batch(seqs: list[tuple[list[int], list[int]]], pad_id: int, device: Any 
     """Right-padded input_ids / attention_mask / labels for (prompt, reply) pairs; labels only on
     the reply tokens. A reply token equal to `pad_id` is still supervised (labels are built from
     positions, not from token values)."""
-    width = max(len(p) + len(r) for p, r in seqs)
+    return pad_labeled([(p + r, [IGNORE] * len(p) + list(r)) for p, r in seqs], pad_id, device)
+
+
+def pad_labeled(seqs: list[tuple[list[int], list[int]]], pad_id: int, device: Any = None) -> dict[str, torch.Tensor]:
+    """Right-padded input_ids / attention_mask / labels for (ids, labels) sequences."""
+    width = max(len(ids) for ids, _ in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     att = torch.zeros((len(seqs), width), dtype=torch.long)
     lab = torch.full((len(seqs), width), IGNORE, dtype=torch.long)
-    for i, (p, r) in enumerate(seqs):
-        n = len(p) + len(r)
-        ids[i, :n] = torch.tensor(p + r)
+    for i, (x, y) in enumerate(seqs):
+        n = len(x)
+        ids[i, :n] = torch.tensor(x)
         att[i, :n] = 1
-        lab[i, len(p):n] = torch.tensor(r)
+        lab[i, :n] = torch.tensor(y)
     out = {"input_ids": ids, "attention_mask": att, "labels": lab}
     return {k: v.to(device) for k, v in out.items()} if device is not None else out
 

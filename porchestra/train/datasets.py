@@ -33,6 +33,8 @@ def sft_example_item(row: dict[str, Any], where: str) -> Item:
         msgs = row["messages"]
         if not msgs or msgs[-1].get("role") != "assistant":
             raise RecordError(f"DATA {where}: the last message must be the assistant's decision")
+        if meta.get("all_turns") is True:  # a whole conversation, every assistant turn supervised
+            return Item(str(meta.get("decision_id", where)), msgs, "", 1.0, meta=meta, conversation=True)
         prompt, reply = msgs[:-1], msgs[-1].get("content")
     else:
         raise RecordError(f"DATA {where}: neither prompt/completion nor messages")

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
-from .data import Encoder, Item, pad_batch
+from .data import Encoder, Item, pad_batch, pad_labeled
 from .dist import LossForward, Parallel, zero_loss
 from .losses import Divergence, per_sequence_mean, token_divergence, token_logprobs, weighted_decision_mean
 from .modelio import Teacher, autocast_for
@@ -69,10 +69,13 @@ def _tensor(xs: list[float], device: torch.device) -> torch.Tensor:
 
 def _pad_empty(ctx: Ctx, pairs: list[tuple[list[int], list[int]]], weights: list[float]
                ) -> tuple[list[tuple[list[int], list[int]]], list[float]]:
-    """Data parallel: a rank with nothing for a term still runs its forward, on one weight-0 token."""
+    """Data parallel: a rank with nothing for a term still runs its forward, on one weight-0 token
+    (sequences are (ids, labels): one pad token predicting another)."""
     if pairs or ctx.par.world == 1:
         return pairs, weights
-    return [([ctx.enc.pad_id], [ctx.enc.pad_id])], [0.0]
+    from .losses import IGNORE
+
+    return [([ctx.enc.pad_id] * 2, [IGNORE, ctx.enc.pad_id])], [0.0]
 
 
 def decision_mean(ctx: Ctx, per_seq: torch.Tensor, weights: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
@@ -83,7 +86,11 @@ def decision_mean(ctx: Ctx, per_seq: torch.Tensor, weights: torch.Tensor, counts
 
 def sequence_logprob(ctx: Ctx, pairs: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
     """(token-mean log-likelihood per sequence, token counts) of replies given prompts."""
-    batch = pad_batch(pairs, ctx.enc.pad_id, ctx.device)
+    return labeled_logprob(ctx, pad_batch(pairs, ctx.enc.pad_id, ctx.device))
+
+
+def labeled_logprob(ctx: Ctx, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(token-mean log-likelihood per sequence, token counts) of the labelled tokens of a batch."""
 
     def fn(sel: Any, head: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         return per_sequence_mean(token_logprobs(sel, head, ctx.chunk), sel.seq, sel.n_seqs)
@@ -97,9 +104,8 @@ def likelihood_loss(ctx: Ctx, items: list[Item]) -> tuple[torch.Tensor, dict[str
     sup = [it for it in items if it.weight > 0]
     if not sup and ctx.par.world == 1:
         return _zero(ctx), {"n_rwr": 0, "tokens_rwr": 0}
-    pairs, weights = _pad_empty(ctx, [(ctx.enc.prompt(it.messages), ctx.enc.reply(it.decision)) for it in sup],
-                                [it.weight for it in sup])
-    mean_lp, counts = sequence_logprob(ctx, pairs)
+    seqs, weights = _pad_empty(ctx, [ctx.enc.supervised(it) for it in sup], [it.weight for it in sup])
+    mean_lp, counts = labeled_logprob(ctx, pad_labeled(seqs, ctx.enc.pad_id, ctx.device))
     loss = decision_mean(ctx, -mean_lp, _tensor(weights, ctx.device), counts)
     return loss, {"n_rwr": len(sup), "tokens_rwr": int(counts.sum().item()) if sup else 0}
 

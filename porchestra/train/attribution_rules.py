@@ -1,0 +1,99 @@
+"""A rule-based attributor, clearly labelled as such: hindsight hints derived from what the workers
+themselves said and hit, with no model involved (`porchestra attribute --rules`).
+
+The paper's attributor is a generative reward model (F.3, attribution.py). A small model may not be
+able to play that role; these rules stand in for it where the evidence is explicit in the trace, and
+their results carry `model: "rules:revise-requests"` so nobody mistakes them for the GRM's.
+
+For a delegation, the worker trace that followed it is read for
+- revise requests that ask for a resource (a tool) or a scope change: the harness did not fit;
+- tool calls the harness refused (a tool the worker needed but was not given);
+- rejected arguments the context should have settled (e.g. an invalid discount code).
+For a revision, the report it answered is compared with what it granted: a requested tool that the
+revision left out flags it. Each finding becomes one sentence of the hint; no finding, no flag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..log.events import read_events
+from .attribution import TARGET_TYPES, Attribution
+from .jsonl import write_jsonl_atomic
+from .records import DecisionRecord, collect_records, worker_trace
+
+RULES_MODEL = "rules:revise-requests"
+
+
+def _requested_tool(report: dict[str, Any]) -> str | None:
+    res = report.get("resource") or {}
+    if res.get("operation") == "request" and str(res.get("object", "")).lower() in ("tool", "tools"):
+        return str(res.get("details") or "").strip() or None
+    return None
+
+
+def _granted(revise_ev: dict[str, Any]) -> set[str]:
+    # A revision's `tools` is the worker's new tool set; absent, the old set (which lacked it) stays.
+    return {str(t) for t in (revise_ev.get("revision") or {}).get("tools") or [] if t}
+
+
+def _findings_after_delegation(trace: list[tuple[int, dict[str, Any]]]) -> list[str]:
+    out: list[str] = []
+    for _, ev in trace:
+        kind = ev.get("event")
+        if kind == "report" and ev.get("type") == "revise":
+            tool = _requested_tool(ev)
+            request = str(ev.get("request") or ev.get("reason") or "").strip()
+            if tool:
+                out.append(f"the worker had to stop and ask for the tool {tool} ({request[:160]}); "
+                           f"include {tool} in its tools from the start")
+            elif (ev.get("task_scope") or {}).get("operation") not in (None, "keep"):
+                out.append(f"the worker had to ask for a scope change ({request[:160]}); state that scope "
+                           "in the subgoal")
+        elif kind == "tool_call" and ev.get("refused"):
+            out.append(f"the worker needed the tool {ev.get('tool')}, which its harness did not allow; "
+                       f"include {ev.get('tool')} in its tools")
+        elif kind == "tool_call" and not ev.get("ok") and "invalid" in str(ev.get("error") or "").lower():
+            out.append(f"the worker's call {ev.get('tool')}({json.dumps(ev.get('args'))}) was rejected "
+                       f"({str(ev.get('error'))[:120]}); put the exact value from the task into its context")
+    return out
+
+
+def _findings_after_revision(events: list[dict[str, Any]], rec: DecisionRecord) -> list[str]:
+    i = rec.trace.decision_line - 1
+    wid = (rec.handoff or {}).get("worker_id")
+    report = next((e for e in reversed(events[:i]) if e.get("event") == "report" and e.get("agent_id") == wid), None)
+    tool = _requested_tool(report) if report else None
+    if not tool:
+        return []
+    revise = next((e for e in events[i + 1:] if e.get("event") in ("revise", "llm_call")), None)
+    granted = _granted(revise) if revise is not None and revise.get("event") == "revise" else set()
+    if tool in granted:
+        return []
+    return [f"the worker asked for the tool {tool}; the revision must grant it (put {tool} in tools)"]
+
+
+def rule_attributions(paths: list[str | Path], out: str | Path) -> list[Attribution]:
+    """Attribute every valid delegation/revision decision under `paths` by the rules above."""
+    cache: dict[str, list[dict[str, Any]]] = {}
+    results = []
+    for rec in collect_records(paths):
+        if not rec.valid or rec.decision_type not in TARGET_TYPES:
+            continue
+        events = cache.setdefault(rec.trace.events, read_events(rec.trace.events))
+        if rec.decision_type == "delegate":
+            findings = _findings_after_delegation(
+                worker_trace(events, rec.trace.decision_line - 1, rec.trace.worker_ids))
+        else:
+            findings = _findings_after_revision(events, rec)
+        findings = list(dict.fromkeys(findings))  # one sentence per distinct finding
+        hint = ("In hindsight: " + "; ".join(findings) + ".") if findings else ""
+        key = hashlib.sha256(f"{RULES_MODEL}\n{rec.decision_id}\n{rec.decision}".encode()).hexdigest()[:16]
+        results.append(Attribution(decision_id=rec.decision_id, decision_type=rec.decision_type,
+                                   needs_repair=bool(findings), hint=hint, status="ok", model=RULES_MODEL,
+                                   cache_key=key))
+    write_jsonl_atomic(Path(out), results)
+    return results
