@@ -1,0 +1,167 @@
+"""The miniature's results from its output directory: the arms table with 95% Wilson intervals,
+the mechanism comparison, what each attributor flagged, and figures (training curves, success).
+Only finished rows count: an arm still running shows the n it has, and infra errors are apart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+ARM_LABELS = {"sft": "SFT", "rwr": "RWR (from SFT)", "opod": "OPOD λ=1 (from SFT)",
+              "opd-only": "OPD only (from SFT)"}
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def _rows(eval_dir: Path) -> list[dict[str, Any]]:
+    f = eval_dir / "results.jsonl"
+    if not f.is_file():
+        return []
+    rows = [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return list({(r["task_id"], r.get("trial", 0)): r for r in rows}.values())  # last row per (task, trial)
+
+
+def cell(rows: list[dict[str, Any]]) -> str:
+    scored = [r for r in rows if r.get("success") is not None]
+    k, n = sum(1 for r in scored if r["success"]), len(scored)
+    if n == 0:
+        return "–"
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {k / n:.0%} ({lo:.0%}–{hi:.0%})"
+
+
+def _by(rows: list[dict[str, Any]], cat: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("category") == cat]
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> str:
+    """Mean of a numeric field over rows; `tokens.input` reads a nested one."""
+    def get(r: dict[str, Any]) -> Any:
+        for part in key.split("."):
+            r = r.get(part) if isinstance(r, dict) else None
+        return r
+
+    vals = [get(r) for r in rows if isinstance(get(r), (int, float))]
+    return f"{sum(vals) / len(vals):.1f}" if vals else "–"
+
+
+def arms_table(out: Path, arms: list[str]) -> str:
+    head = ("| orchestrator (worker: SFT) | all held-out | none | revoke | scope | infra | mean steps |\n"
+            "|---|---|---|---|---|---|---|")
+    lines = [head]
+    for arm in arms:
+        rows = _rows(out / "eval" / arm)
+        infra = sum(1 for r in rows if r.get("success") is None)
+        lines.append(f"| {ARM_LABELS.get(arm, arm)} | {cell(rows)} | {cell(_by(rows, 'none'))} | "
+                     f"{cell(_by(rows, 'revoke'))} | {cell(_by(rows, 'scope'))} | {infra} | {_mean(rows, 'steps')} |")
+    return "\n".join(lines)
+
+
+def mechanism_table(out: Path, mechanisms: list[str]) -> str:
+    ids = set((out / "mechanism-ids.txt").read_text().split()) if (out / "mechanism-ids.txt").is_file() else set()
+    lines = ["| mode (OPOD orchestrator, SFT worker) | held-out dynamic tasks | revoke | scope | mean steps | "
+             "tokens in / out per task |", "|---|---|---|---|---|---|"]
+    arms = [("proactive", out / "eval" / "opod")] + [(m, out / "eval" / f"mech-{m}") for m in mechanisms]
+    for mode, d in arms:
+        rows = [r for r in _rows(d) if r["task_id"] in ids]
+        tin, tout = _mean(rows, "tokens.input"), _mean(rows, "tokens.output")
+        lines.append(f"| {mode} | {cell(rows)} | {cell(_by(rows, 'revoke'))} | {cell(_by(rows, 'scope'))} | "
+                     f"{_mean(rows, 'steps')} | {tin} / {tout} |")
+    return "\n".join(lines)
+
+
+def attribution_table(out: Path) -> str:
+    lines = ["| attributor | decisions | flagged | status |", "|---|---|---|---|"]
+    found: dict[str, dict[str, Any]] = {}
+    for name, f in (("rules (rules:revise-requests)", "attributions.rules.jsonl"),
+                    ("F.3 GRM, frozen SmolLM2 (first rollout shard)", "attributions.grm.jsonl")):
+        p = out / f
+        if not p.is_file():
+            continue
+        rows = [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+        found[f] = {r["decision_id"]: r for r in rows}
+        status: dict[str, int] = {}
+        for r in rows:
+            status[r["status"]] = status.get(r["status"], 0) + 1
+        lines.append(f"| {name} | {len(rows)} | {sum(r['needs_repair'] for r in rows)} | {status} |")
+    if len(found) == 2:
+        a, b = found["attributions.rules.jsonl"], found["attributions.grm.jsonl"]
+        both = [k for k in b if k in a]
+        agree = sum(a[k]["needs_repair"] == b[k]["needs_repair"] for k in both)
+        lines.append(f"\nOn the {len(both)} decisions both attributed, they agree on the flag for {agree}.")
+    return "\n".join(lines)
+
+
+def figures(out: Path, arms: list[str], dest: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dest.mkdir(parents=True, exist_ok=True)
+    made = []
+    curves = [(a, out / a / "metrics.jsonl") for a in arms if (out / a / "metrics.jsonl").is_file()]
+    if curves:
+        fig, axes = plt.subplots(1, len(curves), figsize=(3.6 * len(curves), 3.0), squeeze=False)
+        for ax, (arm, f) in zip(axes[0], curves):
+            rows = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+            steps = [r["step"] for r in rows]
+            for key in ("loss", "loss_rwr", "loss_opd"):
+                ys = [r.get(key) for r in rows]
+                if any(isinstance(y, (int, float)) and y for y in ys) and not (key == "loss" and len(
+                        {k for k in ("loss_rwr", "loss_opd") if any(r.get(k) for r in rows)}) == 1):
+                    ax.plot(steps, [y if isinstance(y, (int, float)) else float("nan") for y in ys], label=key)
+            ax.set_title(ARM_LABELS.get(arm, arm), fontsize=9)
+            ax.set_xlabel("optimizer step")
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        made.append(dest / "miniature-training.png")
+        fig.savefig(made[-1], dpi=110)
+        plt.close(fig)
+    labels, ks, ns = [], [], []
+    for arm in arms:
+        rows = [r for r in _rows(out / "eval" / arm) if r.get("success") is not None]
+        if rows:
+            labels.append(ARM_LABELS.get(arm, arm).split(" (")[0])
+            ks.append(sum(1 for r in rows if r["success"]))
+            ns.append(len(rows))
+    if labels:
+        fig, ax = plt.subplots(figsize=(5, 3))
+        ps = [k / n for k, n in zip(ks, ns)]
+        cis = [wilson(k, n) for k, n in zip(ks, ns)]
+        ax.bar(labels, ps, yerr=[[p - lo for p, (lo, _) in zip(ps, cis)], [hi - p for p, (_, hi) in zip(ps, cis)]],
+               capsize=4, color="#4878a8")
+        for i, (p, n) in enumerate(zip(ps, ns)):
+            ax.annotate(f"{p:.0%}\nn={n}", (i, p), textcoords="offset points", xytext=(0, 4), ha="center",
+                        fontsize=8)
+        ax.set_ylim(0, 1.1)
+        ax.set_ylabel("held-out task success")
+        fig.tight_layout()
+        made.append(dest / "miniature-success.png")
+        fig.savefig(made[-1], dpi=110)
+        plt.close(fig)
+    return made
+
+
+def report(out: Path, arms: list[str], mechanisms: list[str], fig_dir: Path | None = None) -> str:
+    parts = ["## Held-out task success (proactive mode)\n", arms_table(out, arms),
+             "\n\n## Mechanism comparison (held-out dynamic tasks)\n", mechanism_table(out, mechanisms),
+             "\n\n## Attribution of the SFT policy's rollouts\n", attribution_table(out)]
+    text = "\n".join(parts) + "\n"
+    if fig_dir is not None:
+        for f in figures(out, arms, fig_dir):
+            text += f"\n![{f.stem}]({f.name})\n"
+    (out / "miniature.md").write_text(text, encoding="utf-8")
+    return text
