@@ -121,3 +121,16 @@ def test_expert_trajectory_solves_the_task_through_the_loop(tmp_path, dyn):
     if dyn == "scope":
         assert any(e["event"] == "notification" for e in ev)
     assert not [e for e in ev if e["event"] == "format_error"]
+
+
+def test_eval_option_flags_given_with_O_are_not_erased_by_unset_alias_flags(tmp_path):
+    """`-O limit=2 -O start=3` selects two tasks from seed 3; an alias flag left unset (--limit)
+    used to overwrite the -O value with None, so all 30 default tasks ran."""
+    from porchestra.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "testbed", "-O", "limit=2", "-O", "start=3", "--policy", "gold", "--out", str(tmp_path / "e"),
+              "-q"])
+    assert e.value.code == 0
+    rows = [json.loads(x) for x in (tmp_path / "e" / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["task_id"] for r in rows) == ["testbed-heldout-3", "testbed-heldout-4"]

@@ -126,12 +126,14 @@ def eval_cmd(
         if policy is None:
             make_policy(cfg.mode)
         benchmark = load_benchmark(bench)
-        options: dict[str, Any] = {**cfg.env_options, "subset": subset, "split": split, "ids": _read_ids(ids),
-                                   "limit": limit, "scenarios": scenarios, "domain": domain, "category": category,
-                                   "instances": instances, "snapshot": snapshot, "hf": hf or None, "policy": the_policy,
-                                   "judge_model": cfg.judge_model, "user_model": cfg.user_model,
-                                   "tasks": str(tasks_file) if tasks_file else cfg.env_options.get("tasks")}
-        options = {k: v for k, v in options.items() if v is not None}
+        flags: dict[str, Any] = {"subset": subset, "split": split, "ids": _read_ids(ids),
+                                 "limit": limit, "scenarios": scenarios, "domain": domain, "category": category,
+                                 "instances": instances, "snapshot": snapshot, "hf": hf or None, "policy": the_policy,
+                                 "judge_model": cfg.judge_model, "user_model": cfg.user_model,
+                                 "tasks": str(tasks_file) if tasks_file else None}
+        # an alias flag that was not given must not erase the same key from -O / env_options
+        options = {k: v for k, v in {**cfg.env_options, **{k: v for k, v in flags.items() if v is not None}}.items()
+                   if v is not None}
         check_options(benchmark, options)  # a misspelled option is named before anything runs
         plan = EvalPlan(bench, options, cfg, the_policy, trials, _parse_shard(shard), max_concurrency, retries,
                         backend, {"ray_address": ray_address}, keep_infra=keep_infra)
