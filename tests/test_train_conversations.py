@@ -127,3 +127,17 @@ def test_rules_flag_a_revision_that_did_not_grant_the_requested_tool(tmp_path):
     good = _run(tmp_path / "good", 1)
     assert not [a for a in rule_attributions([good], tmp_path / "b.jsonl")
                 if a.decision_type == "revise" and a.needs_repair]
+
+
+def test_rules_flag_ending_the_task_while_a_worker_waits_on_its_request(tmp_path):
+    task = make_task("train", 1)  # revoke: the worker asks for add_item_v2
+    orch, work = expert_replies(task)
+    ended = json.dumps({"action": "complete", "reasoning": "done", "params": {"answer": "12"}})
+    out = _run(tmp_path, 1, orch=[orch[0], ended], work=work)
+    atts = rule_attributions([out], tmp_path / "a.jsonl")
+    end = [a for a in atts if a.decision_type == "end"]
+    assert len(end) == 1 and end[0].needs_repair
+    assert "revise_task" in end[0].hint and "add_item_v2" in end[0].hint
+    # an end that answers a finish report is not a target at all
+    good = _run(tmp_path / "good", 1)
+    assert not [a for a in rule_attributions([good], tmp_path / "b.jsonl") if a.decision_type == "end"]

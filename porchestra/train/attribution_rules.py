@@ -10,13 +10,17 @@ For a delegation, the worker trace that followed it is read for
 - tool calls the harness refused (a tool the worker needed but was not given);
 - rejected arguments the context should have settled (e.g. an invalid discount code).
 For a revision, the report it answered is compared with what it granted: a requested tool that the
-revision left out flags it. Each finding becomes one sentence of the hint; no finding, no flag.
+revision left out flags it. A decision that answers a worker's revise request with anything but a
+revision (e.g. `complete` while the worker waits for a tool) is a revision decision gone wrong and is
+flagged too -- the F.3 GRM only reads delegations and revisions, and this is one that was not made.
+Each finding becomes one sentence of the hint; no finding, no flag.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +32,30 @@ from .records import DecisionRecord, collect_records, worker_trace
 RULES_MODEL = "rules:revise-requests"
 
 
-def _requested_tool(report: dict[str, Any]) -> str | None:
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def known_tools(events: list[dict[str, Any]]) -> set[str]:
+    """Tool names the run shows: called, put in a harness, or named in a tool's error message."""
+    names: set[str] = set()
+    for ev in events:
+        if ev.get("event") == "tool_call":
+            names.add(str(ev.get("tool")))
+            names.update(w for w in _WORD.findall(str(ev.get("error") or "")) if "_" in w)
+        elif ev.get("event") in ("delegate", "revise"):
+            h = ev.get("harness") or ev.get("revision") or {}
+            names.update(str(t) for t in h.get("tools") or [])
+    return names
+
+
+def _requested_tool(report: dict[str, Any], known: set[str] | None = None) -> str | None:
+    """The tool a revise report asks for: the first known tool name in its resource details (a small
+    model's details are often a sentence), else the details' first identifier."""
     res = report.get("resource") or {}
-    if res.get("operation") == "request" and str(res.get("object", "")).lower() in ("tool", "tools"):
-        return str(res.get("details") or "").strip() or None
-    return None
+    if res.get("operation") != "request" or str(res.get("object", "")).lower() not in ("tool", "tools"):
+        return None
+    words = _WORD.findall(str(res.get("details") or ""))
+    return next((w for w in words if known and w in known), words[0] if words else None)
 
 
 def _granted(revise_ev: dict[str, Any]) -> set[str]:
@@ -40,13 +63,15 @@ def _granted(revise_ev: dict[str, Any]) -> set[str]:
     return {str(t) for t in (revise_ev.get("revision") or {}).get("tools") or [] if t}
 
 
-def _findings_after_delegation(trace: list[tuple[int, dict[str, Any]]]) -> list[str]:
+def _findings_after_delegation(trace: list[tuple[int, dict[str, Any]]], known: set[str]) -> list[str]:
     out: list[str] = []
     for _, ev in trace:
         kind = ev.get("event")
         if kind == "report" and ev.get("type") == "revise":
-            tool = _requested_tool(ev)
+            tool = _requested_tool(ev, known)
             request = str(ev.get("request") or ev.get("reason") or "").strip()
+            if tool and any(f"the tool {tool} (" in f for f in out):
+                continue  # asked again for the same tool: one sentence is enough
             if tool:
                 out.append(f"the worker had to stop and ask for the tool {tool} ({request[:160]}); "
                            f"include {tool} in its tools from the start")
@@ -66,7 +91,7 @@ def _findings_after_revision(events: list[dict[str, Any]], rec: DecisionRecord) 
     i = rec.trace.decision_line - 1
     wid = (rec.handoff or {}).get("worker_id")
     report = next((e for e in reversed(events[:i]) if e.get("event") == "report" and e.get("agent_id") == wid), None)
-    tool = _requested_tool(report) if report else None
+    tool = _requested_tool(report, known_tools(events)) if report else None
     if not tool:
         return []
     revise = next((e for e in events[i + 1:] if e.get("event") in ("revise", "llm_call")), None)
@@ -76,17 +101,33 @@ def _findings_after_revision(events: list[dict[str, Any]], rec: DecisionRecord) 
     return [f"the worker asked for the tool {tool}; the revision must grant it (put {tool} in tools)"]
 
 
+def _findings_unanswered_request(events: list[dict[str, Any]], rec: DecisionRecord) -> list[str]:
+    i = rec.trace.decision_line - 1
+    wid = (rec.handoff or {}).get("worker_id")
+    report = next((e for e in reversed(events[:i]) if e.get("event") == "report" and e.get("agent_id") == wid), None)
+    if report is None:
+        return []
+    tool = _requested_tool(report, known_tools(events))
+    request = str(report.get("request") or report.get("reason") or "").strip()[:160]
+    grant = f" granting the tool {tool}" if tool else ""
+    return [f"the worker was waiting on its revise request ({request}); answer it with revise_task{grant} "
+            f"instead of {rec.action}"]
+
+
 def rule_attributions(paths: list[str | Path], out: str | Path) -> list[Attribution]:
     """Attribute every valid delegation/revision decision under `paths` by the rules above."""
     cache: dict[str, list[dict[str, Any]]] = {}
     results = []
     for rec in collect_records(paths):
-        if not rec.valid or rec.decision_type not in TARGET_TYPES:
+        answers_request = (rec.handoff or {}).get("report_type") == "revise"
+        if not rec.valid or (rec.decision_type not in TARGET_TYPES and not answers_request):
             continue
         events = cache.setdefault(rec.trace.events, read_events(rec.trace.events))
-        if rec.decision_type == "delegate":
+        if rec.decision_type not in TARGET_TYPES:
+            findings = _findings_unanswered_request(events, rec)
+        elif rec.decision_type == "delegate":
             findings = _findings_after_delegation(
-                worker_trace(events, rec.trace.decision_line - 1, rec.trace.worker_ids))
+                worker_trace(events, rec.trace.decision_line - 1, rec.trace.worker_ids), known_tools(events))
         else:
             findings = _findings_after_revision(events, rec)
         findings = list(dict.fromkeys(findings))  # one sentence per distinct finding
