@@ -82,7 +82,7 @@ class Step:
     args: list[str]  # `porchestra ARGS` (or `python -m MODULE ...` when args[0] == "-m")
     done: Path  # exists when the step has finished
     after: list[str] = field(default_factory=list)
-    threads: int = 2  # torch threads; steps of one parallel group share the 2 cores
+    threads: int = 1  # torch threads = cores the step holds; a 2 runs alone (SFT)
     group: str = ""  # steps with the same group run at once
 
 
@@ -100,7 +100,7 @@ def steps(out: Path, s: Scale) -> list[Step]:
                                  "--out", str(out / "sft-worker.jsonl")], out / "sft-worker.jsonl", ["expert"]),
         Step("sft", ["train", "sft", str(out / "sft-orchestrator.jsonl"), str(out / "sft-worker.jsonl"),
                      "--out", str(out / "sft"), "--epochs", str(s.sft_epochs), *train],
-             out / "sft" / "final" / "config.json", ["sft-data", "sft-data-worker"]),
+             out / "sft" / "final" / "config.json", ["sft-data", "sft-data-worker"], threads=2),
     ]
     half = s.rollout_tasks // 2
     for k, (start, n) in enumerate([(s.rollout_start, half), (s.rollout_start + half, s.rollout_tasks - half)]):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -69,6 +70,7 @@ def run(out: Path, scale: Scale, only: set[str] | None = None,
     slots = int(os.environ.get("PORCHESTRA_MINIATURE_SLOTS", SLOTS))
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     ran: list[str] = []
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops the children too
     try:
         while True:
             pending = [s for s in plan if s.name in wanted and not s.done.exists() and s.name not in running]
@@ -91,8 +93,15 @@ def run(out: Path, scale: Scale, only: set[str] | None = None,
                     say(f"[miniature] done  {name} in {time.monotonic() - t0:.0f} s")
                     ran.append(name)
     finally:
-        for proc, _ in running.values():  # an error or Ctrl-C: no orphan keeps the cores
+        signal.signal(signal.SIGTERM, previous)
+        for proc, _ in running.values():  # an error, Ctrl-C or kill: no orphan keeps the cores
             proc.terminate()
+        for proc, _ in running.values():
+            proc.wait()
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _closure(only: set[str], by_name: dict[str, Step]) -> set[str]:
