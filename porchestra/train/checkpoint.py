@@ -120,7 +120,9 @@ def save_final(out: Path, model: Any, tok: Any, base_dir: Path | None, accel: An
         if base_dir is not None:  # point the adapter at the real on-disk base
             p = adapter_tmp / "adapter_config.json"
             cfg = json.loads(p.read_text())
-            cfg["base_model_name_or_path"] = str(base_dir)
+            from .modelio import portable_base
+
+            cfg["base_model_name_or_path"] = portable_base(base_dir)
             p.write_text(json.dumps(cfg, indent=2))
             tok.save_pretrained(adapter_tmp)
         if state is None:

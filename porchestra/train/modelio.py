@@ -46,6 +46,17 @@ def resolve_base_dir(spec: str) -> Path:
     return src.path
 
 
+def portable_base(base_dir: Path) -> str:
+    """How an adapter names its base: `local:<name>` for an embedded model's converted cache (that
+    path differs per user and machine; the name resolves everywhere), else the directory itself."""
+    from ..models import local_weights as lw
+
+    for name in lw.EMBEDDED:
+        if Path(base_dir).resolve() == (lw.cache_root() / "models" / name).resolve():
+            return f"local:{name}"
+    return str(base_dir)
+
+
 def adapter_base(path: Path) -> Path:
     cfg = json.loads((path / "adapter_config.json").read_text())
     base = str(cfg.get("base_model_name_or_path") or "")
