@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .safe_yaml import YamlTooLarge, safe_load
 from .secrets import same_endpoint
@@ -42,6 +42,10 @@ class Budgets(BaseModel):
                                      "eval task); unset: 300 when every model is local:, else none; 0: none")
 
 
+# The embedded default of an environment with a model trained for it (docs/miniature.md).
+ENV_DEFAULT_MODELS: dict[str, str] = {"testbed": "local:porchestra-mini"}
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -66,6 +70,18 @@ class RunConfig(BaseModel):
     revision_reasoning: bool = Field(False, description="show the orchestrator's private reasoning to a worker "
                                      "it revises (never while a revision dimension is ablated)")
     seed: int = Field(0, description="seeds task sampling, faults and local decoding")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _env_default_models(cls, data: Any) -> Any:
+        """An environment may name its own default model (ENV_DEFAULT_MODELS): the testbed's is the
+        adapter trained for it. Only roles the user left unset get it."""
+        if isinstance(data, dict) and data.get("env") in ENV_DEFAULT_MODELS:
+            spec = ENV_DEFAULT_MODELS[data["env"]]
+            data = {**data}
+            for role in ("orchestrator_model", "worker_model"):
+                data.setdefault(role, spec)
+        return data
 
     @field_validator("orchestrator_model", "worker_model", "attributor_model", "judge_model", "user_model")
     @classmethod

