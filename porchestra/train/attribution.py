@@ -35,6 +35,10 @@ from .jsonl import dumps, read_jsonl, write_jsonl_atomic
 from .records import DecisionRecord, collect_records, worker_trace
 
 ATTRIBUTION_FORMAT = "porchestra.attribution.v1"
+# The output the F.3 prompt asks for, as a structured-output schema: remote models get it as their
+# response format (json_schema, stepping down like every role), local ones decode under its grammar.
+ATTRIBUTION_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["needs_repair", "hint"],
+                      "properties": {"needs_repair": {"type": "boolean"}, "hint": {"type": "string"}}}
 TARGET_TYPES = ("delegate", "revise")
 
 
@@ -179,7 +183,7 @@ def attribute(paths: list[str | Path], model: Model, gateway: Gateway, out: str 
         for n, rec in enumerate(records):
             events = events_by_file.setdefault(rec.trace.events, read_events(rec.trace.events))
             messages, ctx_cut, trace_cut = attribution_prompt(rec, events, trunc, prompts)
-            key = hashlib.sha256((model.name + "\0" + json.dumps(messages)).encode()).hexdigest()[:32]
+            key = hashlib.sha256((model.name + "\0schema-v1\0" + json.dumps(messages)).encode()).hexdigest()[:32]
             if key in cache:
                 results.append(Attribution.model_validate({**cache[key], "decision_id": rec.decision_id}))
             else:
@@ -201,7 +205,8 @@ def _ask(rec: DecisionRecord, model: Model, gateway: Gateway, messages: list[dic
                 cache_key=key, context_truncated=ctx_cut, trace_truncated=trace_cut)
     try:
         call = gateway.call(model, messages, role="attributor", agent_id="attributor",
-                            component="attribution", max_tokens=max_tokens, decision_id=rec.decision_id)
+                            component="attribution", schema=ATTRIBUTION_SCHEMA, max_tokens=max_tokens,
+                            decision_id=rec.decision_id)
     except ModelError as e:
         return Attribution(**base, needs_repair=False, hint="", status="error", error=str(e)[:500])
     flag, hint, status = parse_attribution(call.text)
