@@ -115,7 +115,7 @@ def run(
     task: str = typer.Argument(..., help="The task text, @FILE (JSON/YAML task: id, instruction, metadata), "
                                           "or a task id of the chosen --env benchmark."),
     env: str = typer.Option("general", help=env_help()),
-    orchestrator_model: Optional[str] = typer.Option(None, help="Model spec (default local:smollm2)."),
+    orchestrator_model: Optional[str] = typer.Option(None, help="Model spec (default local:smollm2; --env testbed: local:porchestra-mini)."),
     worker_model: Optional[str] = typer.Option(None, help="Default worker model spec."),
     mode: Optional[str] = typer.Option(None, help=mode_help()),
     out: Optional[Path] = typer.Option(None, help="Output directory (default runs/<time>-run)."),

@@ -51,8 +51,10 @@ class RunConfig(BaseModel):
 
     env: str = "general"
     mode: str = "proactive"
-    orchestrator_model: str = DEFAULT_MODEL
-    worker_model: str = DEFAULT_MODEL
+    orchestrator_model: str = Field(DEFAULT_MODEL, description="model spec; env testbed: local:porchestra-mini "
+                                    "(ENV_DEFAULT_MODELS) when unset")
+    worker_model: str = Field(DEFAULT_MODEL, description="model spec of the default worker; env testbed: "
+                              "local:porchestra-mini when unset")
     worker_models: dict[str, str] = Field(default_factory=dict, description="name → spec, choosable by the orchestrator")
     attributor_model: str | None = Field(None, description="hindsight attribution (`porchestra attribute`, reproduce recipes)")
     judge_model: str | None = None

@@ -53,7 +53,7 @@ def eval_cmd(
     bench: str = typer.Argument(..., help="Benchmark: gaia2, gaia, swebench, tau2, bfcl, general, or module:attr."),
     mode: Optional[str] = typer.Option(None, help=mode_help()),
     policy: Optional[str] = typer.Option(None, help="'gold' / 'gold-truncated' replays reference actions (no LLM)."),
-    orchestrator_model: Optional[str] = typer.Option(None, help="Orchestrator model spec (default local:smollm2)."),
+    orchestrator_model: Optional[str] = typer.Option(None, help="Orchestrator model spec (default local:smollm2; testbed: local:porchestra-mini)."),
     worker_model: Optional[str] = typer.Option(None, help="Default worker model spec."),
     out: Optional[Path] = typer.Option(None, help="Eval directory; rerun the same command to resume."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file (flags override it)."),
