@@ -9,6 +9,7 @@ a rerun of `python -m porchestra.miniature --out DIR` resumes where it stopped.
     records       decision records of the rollouts
     attr-rules    rule-based attribution (hints from revise requests; labelled rules:revise-requests)
     attr-grm      the paper's F.3 GRM prompt, through the model layer, with the frozen SmolLM2 base
+    hintcheck     does the frozen teacher decide differently when it reads the hint? (hintcheck.py)
     rwr / opod / opd-only   from the same SFT checkpoint (orchestrator; the worker stays the SFT policy)
     eval-*        held-out tasks per arm, proactive mode; mechanism arms (aorchestra, polling) on the
                   held-out dynamic tasks with the OPOD orchestrator
@@ -117,6 +118,8 @@ def steps(out: Path, s: Scale) -> list[Step]:
     ]
     opod = {"rwr": ["train", "rwr"], "opod": ["train", "opod", "--lam", "1"],
             "opd-only": ["train", "opod", "--lam", "1", "--rwr-weight", "0"]}
+    plan.append(Step("hintcheck", ["-m", "porchestra.miniature.hintcheck", str(out)], out / "hintcheck.json",
+                     ["attr-rules"], group="train"))
     for arm in sorted((a for a in s.arms if a != "sft"), key=["opod", "rwr", "opd-only"].index):
         extra = [] if arm == "rwr" else ["--attributions", str(out / "attributions.rules.jsonl"),
                                          "--max-new-tokens", str(s.max_new_tokens), "--temperature", "1.0"]

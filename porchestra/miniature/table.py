@@ -85,7 +85,8 @@ def attribution_table(out: Path) -> str:
     lines = ["| attributor | decisions | flagged | status |", "|---|---|---|---|"]
     found: dict[str, dict[str, Any]] = {}
     for name, f in (("rules (rules:revise-requests)", "attributions.rules.jsonl"),
-                    ("F.3 GRM, frozen SmolLM2 (first rollout shard)", "attributions.grm.jsonl")):
+                    ("F.3 GRM, frozen SmolLM2, JSON schema (first rollout shard)", "attributions.grm.jsonl"),
+                    ("F.3 GRM, frozen SmolLM2, free text (first rollout shard)", "attributions.grm.free-text.jsonl")):
         p = out / f
         if not p.is_file():
             continue
@@ -95,11 +96,23 @@ def attribution_table(out: Path) -> str:
         for r in rows:
             status[r["status"]] = status.get(r["status"], 0) + 1
         lines.append(f"| {name} | {len(rows)} | {sum(r['needs_repair'] for r in rows)} | {status} |")
-    if len(found) == 2:
+    if "attributions.rules.jsonl" in found and "attributions.grm.jsonl" in found:
         a, b = found["attributions.rules.jsonl"], found["attributions.grm.jsonl"]
         both = [k for k in b if k in a]
         agree = sum(a[k]["needs_repair"] == b[k]["needs_repair"] for k in both)
-        lines.append(f"\nOn the {len(both)} decisions both attributed, they agree on the flag for {agree}.")
+        both_flag = sum(a[k]["needs_repair"] and b[k]["needs_repair"] for k in both)
+        lines.append(f"\nOn the {len(both)} decisions both the rules and the GRM (schema) attributed, they agree "
+                     f"on the flag for {agree}; both flag {both_flag}.")
+    hc = out / "hintcheck.json"
+    if hc.is_file():
+        h = json.loads(hc.read_text())
+        rows = h["rows"]
+        broke = sum(1 for r in rows if r["plain"]["action"] and not r["hinted"]["action"])
+        lines.append(f"\nHint check (`hintcheck.json`): on the {h['flagged']} rule-flagged decisions the frozen SFT "
+                     f"teacher, greedy and without the action grammar, decides differently with the hint in "
+                     f"{h['decision_changed']}; it newly grants the tool the hint names in "
+                     f"{h['hinted_tool_newly_granted']}, answers a pending request with a revision it did not make "
+                     f"before in {h['now_revises']}, and writes no parseable action in {broke}.")
     return "\n".join(lines)
 
 
