@@ -103,3 +103,18 @@ def test_tables_count_rows_per_arm_and_category(tmp_path):
     text = report(tmp_path, ["sft", "opod"], ["polling"], tmp_path / "fig")
     assert (tmp_path / "miniature.md").read_text() == text
     assert (tmp_path / "fig" / "miniature-success.png").stat().st_size > 1000
+
+
+def test_hintcheck_reads_decisions_and_the_table_reports_it(tmp_path):
+    from porchestra.miniature.hintcheck import _decision
+    from porchestra.miniature.table import attribution_table
+
+    d = _decision('{"action": "delegate_task", "params": {"tools": ["add_item_v2", "apply_code"]}}')
+    assert d == {"action": "delegate_task", "tools": ["add_item_v2", "apply_code"]}
+    assert _decision("no json here") == {"action": None, "tools": []}
+    row = {"plain": {"action": "revise_task", "tools": []}, "hinted": {"action": None, "tools": []}}
+    (tmp_path / "hintcheck.json").write_text(json.dumps({"flagged": 1, "decision_changed": 1,
+                                                         "hinted_tool_newly_granted": 0, "now_revises": 0,
+                                                         "rows": [row]}))
+    text = attribution_table(tmp_path)
+    assert "on the 1 rule-flagged decisions" in text and "no parseable action in 1" in text
