@@ -118,3 +118,28 @@ def test_hintcheck_reads_decisions_and_the_table_reports_it(tmp_path):
                                                          "rows": [row]}))
     text = attribution_table(tmp_path)
     assert "on the 1 rule-flagged decisions" in text and "no parseable action in 1" in text
+
+
+def test_behaviour_table_reads_what_the_orchestrator_did_from_the_logs(tmp_path):
+    from porchestra.config import RunConfig
+    from porchestra.envs.testbed import TestbedEnv, expert_replies
+    from porchestra.envs.testbed.world import make_task
+    from porchestra.miniature.table import behaviour_table
+    from porchestra.models.scripted import ScriptedModel
+    from porchestra.run import Models, run_task
+
+    d = tmp_path / "eval" / "sft"
+    rows = []
+    for seed, end_early in ((1, False), (4, True)):  # two revoke tasks: one revised, one ended at the request
+        task = make_task("train", seed)
+        orch, work = expert_replies(task)
+        if end_early:
+            orch = [orch[0], json.dumps({"action": "complete", "reasoning": "", "params": {"answer": "1"}})]
+        out = d / "tasks" / task.id
+        run_task(task, TestbedEnv(), RunConfig(), out_dir=out, run_id=task.id,
+                 models=Models(ScriptedModel(orch), {"default": ScriptedModel(work)}))
+        rows.append({"task_id": task.id, "category": "revoke", "success": not end_early,
+                     "events": f"tasks/{task.id}/events.jsonl"})
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    line = behaviour_table(tmp_path, ["sft"]).splitlines()[2]
+    assert line == "| SFT | 2 | 0 | 2 | 1 | 1 |"

@@ -68,6 +68,44 @@ def arms_table(out: Path, arms: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _behaviour(events_path: Path) -> dict[str, Any]:
+    """What the orchestrator did in one episode: tools of its first delegation, and how it answered
+    the workers' revise requests (revision granting the requested tool / other revision / ending)."""
+    evs = [json.loads(x) for x in events_path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    first = next((e for e in evs if e.get("event") == "delegate"), None)
+    out = {"v2_up_front": bool(first and "add_item_v2" in (first.get("harness") or {}).get("tools", [])),
+           "requests": 0, "granted": 0, "ended": 0}
+    for i, e in enumerate(evs):
+        if e.get("event") != "report" or e.get("type") != "revise":
+            continue
+        out["requests"] += 1
+        nxt = next((x for x in evs[i + 1:] if x.get("event") in ("revise", "complete", "terminate", "delegate")), None)
+        if nxt is None:
+            continue
+        if nxt["event"] == "revise" and "add_item_v2" in ((nxt.get("revision") or {}).get("tools") or []):
+            out["granted"] += 1
+        elif nxt["event"] == "complete":
+            out["ended"] += 1
+    return out
+
+
+def behaviour_table(out: Path, arms: list[str]) -> str:
+    """The orchestrator decisions the hints are about, on the held-out revoke tasks, per arm."""
+    lines = ["| orchestrator | revoke tasks | add_item_v2 delegated up front | worker revise requests | "
+             "answered by a revision granting add_item_v2 | answered by ending the task |",
+             "|---|---|---|---|---|---|"]
+    for arm in arms:
+        d = out / "eval" / arm
+        rows = [r for r in _rows(d) if r.get("category") == "revoke" and r.get("events")]
+        bs = [_behaviour(d / r["events"]) for r in rows if (d / r["events"]).is_file()]
+        if not bs:
+            continue
+        req = sum(b["requests"] for b in bs)
+        lines.append(f"| {ARM_LABELS.get(arm, arm)} | {len(bs)} | {sum(b['v2_up_front'] for b in bs)} | {req} | "
+                     f"{sum(b['granted'] for b in bs)} | {sum(b['ended'] for b in bs)} |")
+    return "\n".join(lines)
+
+
 def mechanism_table(out: Path, mechanisms: list[str]) -> str:
     ids = set((out / "mechanism-ids.txt").read_text().split()) if (out / "mechanism-ids.txt").is_file() else set()
     lines = ["| mode (OPOD orchestrator, SFT worker) | held-out dynamic tasks | revoke | scope | mean steps | "
@@ -170,6 +208,7 @@ def figures(out: Path, arms: list[str], dest: Path) -> list[Path]:
 
 def report(out: Path, arms: list[str], mechanisms: list[str], fig_dir: Path | None = None) -> str:
     parts = ["## Held-out task success (proactive mode)\n", arms_table(out, arms),
+             "\n\n## What the orchestrator did on the held-out revoke tasks\n", behaviour_table(out, arms),
              "\n\n## Mechanism comparison (held-out dynamic tasks)\n", mechanism_table(out, mechanisms),
              "\n\n## Attribution of the SFT policy's rollouts\n", attribution_table(out)]
     text = "\n".join(parts) + "\n"
