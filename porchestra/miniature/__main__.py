@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
-    print(report(args.out, scale.arms, scale.mechanisms, args.figures or args.out))
+    print(report(args.out, scale.arms, scale.mechanisms, args.figures or args.out,
+                 tuple(scale.mechanism_orchestrators)))
     return 0
 
 

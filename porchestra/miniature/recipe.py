@@ -44,6 +44,8 @@ class Scale(BaseModel):
                       "to report next to the rules (slow on CPU)")
     arms: list[str] = Field(default_factory=lambda: ["sft", "rwr", "opod", "opd-only"])
     mechanisms: list[str] = Field(default_factory=lambda: ["aorchestra", "polling"])
+    mechanism_orchestrators: list[str] = Field(default_factory=lambda: ["opod", "sft"],
+                                               description="trained orchestrators the mechanisms are compared on")
 
     @field_validator("arms")
     @classmethod
@@ -51,6 +53,14 @@ class Scale(BaseModel):
         bad = [a for a in v if a not in ARMS]
         if bad or "sft" not in v:
             raise ValueError(f"arms must include sft and be among {list(ARMS)}; got {v}")
+        return v
+
+    @field_validator("mechanism_orchestrators")
+    @classmethod
+    def _mech_orch(cls, v: list[str]) -> list[str]:
+        bad = [a for a in v if a not in ARMS]
+        if bad:
+            raise ValueError(f"mechanism_orchestrators must be among {list(ARMS)}; got {bad}")
         return v
 
     @field_validator("mechanisms")
@@ -138,17 +148,26 @@ def steps(out: Path, s: Scale) -> list[Step]:
                                          "--limit", str(s.heldout_tasks), "--orchestrator-model", orch,
                                          "--worker-model", sft, "--out", str(out / "eval" / arm), "-q"],
                          out / "eval" / arm / "summary.json", [arm], threads=1, group="eval"))
-    if s.mechanism_tasks and "opod" in s.arms:
+    mech_names: list[str] = []
+    if s.mechanism_tasks:
         ids = out / "mechanism-ids.txt"
-        for mode in s.mechanisms:
-            evals.append(Step(f"mech-{mode}", ["eval", "testbed", "-c", cfg, "--mode", mode, "--ids", str(ids),
-                                              "--orchestrator-model", f"local:{out / 'opod' / 'final'}",
-                                              "--worker-model", sft, "--out", str(out / "eval" / f"mech-{mode}"),
-                                              "-q"],
-                             out / "eval" / f"mech-{mode}" / "summary.json", ["opod"], threads=1, group="eval"))
+        for who in [o for o in s.mechanism_orchestrators if o in s.arms]:
+            policy = f"local:{out / who / 'final'}" if who != "sft" else sft
+            for mode in s.mechanisms:
+                name = mechanism_step(mode, who)
+                mech_names.append(name)
+                evals.append(Step(name, ["eval", "testbed", "-c", cfg, "--mode", mode, "--ids", str(ids),
+                                         "--orchestrator-model", policy, "--worker-model", sft,
+                                         "--out", str(out / "eval" / name), "-q"],
+                                  out / "eval" / name / "summary.json", [who], threads=1, group="eval"))
     # the comparison that matters first (SFT vs OPOD), then RWR, the mechanisms, then OPD-only
-    order = ["eval-sft", "eval-opod", "eval-rwr", *[f"mech-{m}" for m in s.mechanisms], "eval-opd-only"]
+    order = ["eval-sft", "eval-opod", "eval-rwr", *mech_names, "eval-opd-only"]
     return plan + sorted(evals, key=lambda e: order.index(e.name) if e.name in order else len(order))
+
+
+def mechanism_step(mode: str, orchestrator: str) -> str:
+    """`mech-<mode>` for the OPOD orchestrator (the first one run), `mech-<mode>-<arm>` for others."""
+    return f"mech-{mode}" if orchestrator == "opod" else f"mech-{mode}-{orchestrator}"
 
 
 def mechanism_ids(s: Scale) -> list[str]:

@@ -106,16 +106,22 @@ def behaviour_table(out: Path, arms: list[str]) -> str:
     return "\n".join(lines)
 
 
-def mechanism_table(out: Path, mechanisms: list[str]) -> str:
+def mechanism_table(out: Path, mechanisms: list[str], orchestrators: tuple[str, ...] = ("opod", "sft")) -> str:
+    from .recipe import mechanism_step
+
     ids = set((out / "mechanism-ids.txt").read_text().split()) if (out / "mechanism-ids.txt").is_file() else set()
-    lines = ["| mode (OPOD orchestrator, SFT worker) | held-out dynamic tasks | revoke | scope | mean steps | "
-             "tokens in / out per task |", "|---|---|---|---|---|---|"]
-    arms = [("proactive", out / "eval" / "opod")] + [(m, out / "eval" / f"mech-{m}") for m in mechanisms]
-    for mode, d in arms:
-        rows = [r for r in _rows(d) if r["task_id"] in ids]
-        tin, tout = _mean(rows, "tokens.input"), _mean(rows, "tokens.output")
-        lines.append(f"| {mode} | {cell(rows)} | {cell(_by(rows, 'revoke'))} | {cell(_by(rows, 'scope'))} | "
-                     f"{_mean(rows, 'steps')} | {tin} / {tout} |")
+    lines = ["| orchestrator (SFT worker) | mode | held-out dynamic tasks | revoke | scope | mean steps | "
+             "tokens in / out per task |", "|---|---|---|---|---|---|---|"]
+    for who in orchestrators:
+        arms = [("proactive", out / "eval" / who)] + [(m, out / "eval" / mechanism_step(m, who)) for m in mechanisms]
+        for mode, d in arms:
+            rows = [r for r in _rows(d) if r["task_id"] in ids]
+            if not rows:
+                continue
+            tin, tout = _mean(rows, "tokens.input"), _mean(rows, "tokens.output")
+            lines.append(f"| {ARM_LABELS.get(who, who).split(' (')[0]} | {mode} | {cell(rows)} | "
+                         f"{cell(_by(rows, 'revoke'))} | {cell(_by(rows, 'scope'))} | {_mean(rows, 'steps')} | "
+                         f"{tin} / {tout} |")
     return "\n".join(lines)
 
 
@@ -206,10 +212,11 @@ def figures(out: Path, arms: list[str], dest: Path) -> list[Path]:
     return made
 
 
-def report(out: Path, arms: list[str], mechanisms: list[str], fig_dir: Path | None = None) -> str:
+def report(out: Path, arms: list[str], mechanisms: list[str], fig_dir: Path | None = None,
+           orchestrators: tuple[str, ...] = ("opod", "sft")) -> str:
     parts = ["## Held-out task success (proactive mode)\n", arms_table(out, arms),
              "\n\n## What the orchestrator did on the held-out revoke tasks\n", behaviour_table(out, arms),
-             "\n\n## Mechanism comparison (held-out dynamic tasks)\n", mechanism_table(out, mechanisms),
+             "\n\n## Mechanism comparison (held-out dynamic tasks)\n", mechanism_table(out, mechanisms, orchestrators),
              "\n\n## Attribution of the SFT policy's rollouts\n", attribution_table(out)]
     text = "\n".join(parts) + "\n"
     if fig_dir is not None:
