@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 ARMS = ("sft", "rwr", "opod", "opd-only")
 MECHANISMS = ("aorchestra", "polling", "trigger", "offline", "react")
@@ -47,28 +47,15 @@ class Scale(BaseModel):
     mechanism_orchestrators: list[str] = Field(default_factory=lambda: ["opod", "sft"],
                                                description="trained orchestrators the mechanisms are compared on")
 
-    @field_validator("arms")
+    @field_validator("arms", "mechanism_orchestrators", "mechanisms")
     @classmethod
-    def _arms(cls, v: list[str]) -> list[str]:
-        bad = [a for a in v if a not in ARMS]
-        if bad or "sft" not in v:
-            raise ValueError(f"arms must include sft and be among {list(ARMS)}; got {v}")
-        return v
-
-    @field_validator("mechanism_orchestrators")
-    @classmethod
-    def _mech_orch(cls, v: list[str]) -> list[str]:
-        bad = [a for a in v if a not in ARMS]
+    def _known(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        allowed = MECHANISMS if info.field_name == "mechanisms" else ARMS
+        bad = [a for a in v if a not in allowed]
         if bad:
-            raise ValueError(f"mechanism_orchestrators must be among {list(ARMS)}; got {bad}")
-        return v
-
-    @field_validator("mechanisms")
-    @classmethod
-    def _mechanisms(cls, v: list[str]) -> list[str]:
-        bad = [m for m in v if m not in MECHANISMS]
-        if bad:
-            raise ValueError(f"mechanisms must be among {list(MECHANISMS)}; got {bad}")
+            raise ValueError(f"{info.field_name} must be among {list(allowed)}; got {bad}")
+        if info.field_name == "arms" and "sft" not in v:
+            raise ValueError("arms must include sft (every other arm starts from it)")
         return v
 
 
