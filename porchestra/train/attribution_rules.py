@@ -65,17 +65,17 @@ def _granted(revise_ev: dict[str, Any]) -> set[str]:
 
 def _findings_after_delegation(trace: list[tuple[int, dict[str, Any]]], known: set[str]) -> list[str]:
     out: list[str] = []
+    asked: set[str] = set()  # a tool asked for again: one sentence is enough
     for _, ev in trace:
         kind = ev.get("event")
         if kind == "report" and ev.get("type") == "revise":
             tool = _requested_tool(ev, known)
             request = str(ev.get("request") or ev.get("reason") or "").strip()
-            if tool and any(f"the tool {tool} (" in f for f in out):
-                continue  # asked again for the same tool: one sentence is enough
-            if tool:
+            if tool and tool not in asked:
+                asked.add(tool)
                 out.append(f"the worker had to stop and ask for the tool {tool} ({request[:160]}); "
                            f"include {tool} in its tools from the start")
-            elif (ev.get("task_scope") or {}).get("operation") not in (None, "keep"):
+            elif not tool and (ev.get("task_scope") or {}).get("operation") not in (None, "keep"):
                 out.append(f"the worker had to ask for a scope change ({request[:160]}); state that scope "
                            "in the subgoal")
         elif kind == "tool_call" and ev.get("refused"):
@@ -87,27 +87,30 @@ def _findings_after_delegation(trace: list[tuple[int, dict[str, Any]]], known: s
     return out
 
 
-def _findings_after_revision(events: list[dict[str, Any]], rec: DecisionRecord) -> list[str]:
-    i = rec.trace.decision_line - 1
+def _answered_report(events: list[dict[str, Any]], rec: DecisionRecord) -> dict[str, Any] | None:
+    """The last report of the worker this decision answers, before the decision."""
     wid = (rec.handoff or {}).get("worker_id")
-    report = next((e for e in reversed(events[:i]) if e.get("event") == "report" and e.get("agent_id") == wid), None)
-    tool = _requested_tool(report, known_tools(events)) if report else None
+    before = events[:rec.trace.decision_line - 1]
+    return next((e for e in reversed(before) if e.get("event") == "report" and e.get("agent_id") == wid), None)
+
+
+def _findings_after_revision(events: list[dict[str, Any]], rec: DecisionRecord, known: set[str]) -> list[str]:
+    report = _answered_report(events, rec)
+    tool = _requested_tool(report, known) if report else None
     if not tool:
         return []
-    revise = next((e for e in events[i + 1:] if e.get("event") in ("revise", "llm_call")), None)
+    revise = next((e for e in events[rec.trace.decision_line:] if e.get("event") in ("revise", "llm_call")), None)
     granted = _granted(revise) if revise is not None and revise.get("event") == "revise" else set()
     if tool in granted:
         return []
     return [f"the worker asked for the tool {tool}; the revision must grant it (put {tool} in tools)"]
 
 
-def _findings_unanswered_request(events: list[dict[str, Any]], rec: DecisionRecord) -> list[str]:
-    i = rec.trace.decision_line - 1
-    wid = (rec.handoff or {}).get("worker_id")
-    report = next((e for e in reversed(events[:i]) if e.get("event") == "report" and e.get("agent_id") == wid), None)
+def _findings_unanswered_request(events: list[dict[str, Any]], rec: DecisionRecord, known: set[str]) -> list[str]:
+    report = _answered_report(events, rec)
     if report is None:
         return []
-    tool = _requested_tool(report, known_tools(events))
+    tool = _requested_tool(report, known)
     request = str(report.get("request") or report.get("reason") or "").strip()[:160]
     grant = f" granting the tool {tool}" if tool else ""
     return [f"the worker was waiting on its revise request ({request}); answer it with revise_task{grant} "
@@ -116,20 +119,23 @@ def _findings_unanswered_request(events: list[dict[str, Any]], rec: DecisionReco
 
 def rule_attributions(paths: list[str | Path], out: str | Path) -> list[Attribution]:
     """Attribute every valid delegation/revision decision under `paths` by the rules above."""
-    cache: dict[str, list[dict[str, Any]]] = {}
+    logs: dict[str, tuple[list[dict[str, Any]], set[str]]] = {}  # events file -> (events, known tools)
     results = []
     for rec in collect_records(paths):
         answers_request = (rec.handoff or {}).get("report_type") == "revise"
         if not rec.valid or (rec.decision_type not in TARGET_TYPES and not answers_request):
             continue
-        events = cache.setdefault(rec.trace.events, read_events(rec.trace.events))
+        if rec.trace.events not in logs:  # read and scanned once per trajectory, not per decision
+            events = read_events(rec.trace.events)
+            logs[rec.trace.events] = (events, known_tools(events))
+        events, known = logs[rec.trace.events]
         if rec.decision_type not in TARGET_TYPES:
-            findings = _findings_unanswered_request(events, rec)
+            findings = _findings_unanswered_request(events, rec, known)
         elif rec.decision_type == "delegate":
             findings = _findings_after_delegation(
-                worker_trace(events, rec.trace.decision_line - 1, rec.trace.worker_ids), known_tools(events))
+                worker_trace(events, rec.trace.decision_line - 1, rec.trace.worker_ids), known)
         else:
-            findings = _findings_after_revision(events, rec)
+            findings = _findings_after_revision(events, rec, known)
         findings = list(dict.fromkeys(findings))  # one sentence per distinct finding
         hint = ("In hindsight: " + "; ".join(findings) + ".") if findings else ""
         key = hashlib.sha256(f"{RULES_MODEL}\n{rec.decision_id}\n{rec.decision}".encode()).hexdigest()[:16]
