@@ -22,20 +22,18 @@ def worker_conversations(paths: list[str | Path]) -> Iterator[dict[str, Any]]:
         except (OSError, ValueError) as e:
             raise RecordError(f"RUN_DIR {log}: unreadable event log ({e})") from None
         end = next((e for e in reversed(events) if e.get("event") == "task_end"), {})
-        chats: dict[str, list[dict[str, Any]]] = {}
-        flushed = 0
+        chats: dict[str, list[dict[str, Any]]] = {}  # each worker's conversation so far
+        done: list[tuple[str, list[dict[str, Any]]]] = []  # conversations a rewritten history ended
         for ev in events:
             if ev.get("event") != "llm_call" or ev.get("role") != "worker" or ev.get("response") is None:
                 continue
             msgs = list(ev.get("messages") or [])
-            turn = {"role": "assistant", "content": ev["response"]}
             agent = str(ev.get("agent_id"))
             prev = chats.get(agent)
-            if prev is not None and msgs[:len(prev)] != prev:  # not a continuation: flush, start again
-                flushed += 1
-                yield _row(log, agent, prev, end, -flushed)
-            chats[agent] = [*msgs, turn]
-        for n, (agent, chat) in enumerate(chats.items()):
+            if prev is not None and msgs[:len(prev)] != prev:  # not a continuation: start a new one
+                done.append((agent, prev))
+            chats[agent] = [*msgs, {"role": "assistant", "content": ev["response"]}]
+        for n, (agent, chat) in enumerate([*done, *chats.items()]):
             yield _row(log, agent, chat, end, n)
 
 
