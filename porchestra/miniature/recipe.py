@@ -81,7 +81,7 @@ class Step:
     done: Path  # exists when the step has finished
     after: list[str] = field(default_factory=list)
     threads: int = 1  # torch threads = cores the step holds; a 2 runs alone (SFT)
-    group: str = ""  # steps with the same group run at once
+    marks_done: bool = False  # the command leaves no single output: the runner writes `done` on success
 
 
 def steps(out: Path, s: Scale) -> list[Step]:
@@ -91,7 +91,7 @@ def steps(out: Path, s: Scale) -> list[Step]:
              "--no-progress", "--save-every", "10"]
     plan = [
         Step("expert", ["-m", "porchestra.envs.testbed", "--split", "train", "--n", str(s.expert_tasks),
-                        "--out", str(out / "expert")], out / "expert" / ".done"),
+                        "--out", str(out / "expert")], out / "expert" / ".done", marks_done=True),
         Step("sft-data", ["export", "sft", str(out / "expert"), "--format", "messages",
                           "--out", str(out / "sft-orchestrator.jsonl")], out / "sft-orchestrator.jsonl", ["expert"]),
         Step("sft-data-worker", ["export", "sft", str(out / "expert"), "--role", "worker",
@@ -105,7 +105,7 @@ def steps(out: Path, s: Scale) -> list[Step]:
         plan.append(Step(f"rollouts-{k}", ["eval", "testbed", "-c", cfg, "-O", "split=train", "-O", f"start={start}",
                                            "--limit", str(n), "--orchestrator-model", sft, "--worker-model", sft,
                                            "--out", str(out / f"rollouts-{k}"), "-q"],
-                         out / f"rollouts-{k}" / "summary.json", ["sft"], threads=1, group="rollouts"))
+                         out / f"rollouts-{k}" / "summary.json", ["sft"]))
     rollouts = [str(out / "rollouts-0"), str(out / "rollouts-1")]
     plan += [
         Step("records", ["export", "records", *rollouts, "--out", str(out / "records.jsonl")],
@@ -116,25 +116,25 @@ def steps(out: Path, s: Scale) -> list[Step]:
     opod = {"rwr": ["train", "rwr"], "opod": ["train", "opod", "--lam", "1"],
             "opd-only": ["train", "opod", "--lam", "1", "--rwr-weight", "0"]}
     plan.append(Step("hintcheck", ["-m", "porchestra.miniature.hintcheck", str(out)], out / "hintcheck.json",
-                     ["attr-rules"], group="train"))
+                     ["attr-rules"]))
     for arm in sorted((a for a in s.arms if a != "sft"), key=["opod", "rwr", "opd-only"].index):
         extra = [] if arm == "rwr" else ["--attributions", str(out / "attributions.rules.jsonl"),
                                          "--max-new-tokens", str(s.max_new_tokens), "--temperature", "1.0"]
         plan.append(Step(arm, [*opod[arm], str(out / "records.jsonl"), "--model", str(out / "sft" / "final"),
                                "--out", str(out / arm), "--epochs", str(s.opod_epochs), *extra, *train],
-                         out / arm / "final" / "config.json", ["attr-rules"], threads=1, group="train"))
+                         out / arm / "final" / "config.json", ["attr-rules"]))
     if s.grm:
         plan.append(Step("attr-grm", ["attribute", rollouts[0], "--model", "local:smollm2",
                                       "--context-chars", "4000", "--trace-chars", "4000", "--max-tokens", "160",
                                       "--out", str(out / "attributions.grm.jsonl")],
-                         out / "attributions.grm.jsonl", ["records"], threads=1, group="train"))
+                         out / "attributions.grm.jsonl", ["records"]))
     evals: list[Step] = []
     for arm in s.arms:
         orch = sft if arm == "sft" else f"local:{out / arm / 'final'}"
         evals.append(Step(f"eval-{arm}", ["eval", "testbed", "-c", cfg, "-O", "split=heldout",
                                          "--limit", str(s.heldout_tasks), "--orchestrator-model", orch,
                                          "--worker-model", sft, "--out", str(out / "eval" / arm), "-q"],
-                         out / "eval" / arm / "summary.json", [arm], threads=1, group="eval"))
+                         out / "eval" / arm / "summary.json", [arm]))
     mech_names: list[str] = []
     if s.mechanism_tasks:
         ids = out / "mechanism-ids.txt"
@@ -146,7 +146,7 @@ def steps(out: Path, s: Scale) -> list[Step]:
                 evals.append(Step(name, ["eval", "testbed", "-c", cfg, "--mode", mode, "--ids", str(ids),
                                          "--orchestrator-model", policy, "--worker-model", sft,
                                          "--out", str(out / "eval" / name), "-q"],
-                                  out / "eval" / name / "summary.json", [who], threads=1, group="eval"))
+                                  out / "eval" / name / "summary.json", [who]))
     # the comparison that matters first (SFT vs OPOD), then RWR, the mechanisms, then OPD-only
     order = ["eval-sft", "eval-opod", "eval-rwr", *mech_names, "eval-opd-only"]
     return plan + sorted(evals, key=lambda e: order.index(e.name) if e.name in order else len(order))
