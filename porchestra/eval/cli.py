@@ -132,8 +132,8 @@ def eval_cmd(
                                  "judge_model": cfg.judge_model, "user_model": cfg.user_model,
                                  "tasks": str(tasks_file) if tasks_file else None}
         # an alias flag that was not given must not erase the same key from -O / env_options
-        options = {k: v for k, v in {**cfg.env_options, **{k: v for k, v in flags.items() if v is not None}}.items()
-                   if v is not None}
+        given = {k: v for k, v in flags.items() if v is not None}
+        options = {k: v for k, v in {**cfg.env_options, **given}.items() if v is not None}
         check_options(benchmark, options)  # a misspelled option is named before anything runs
         plan = EvalPlan(bench, options, cfg, the_policy, trials, _parse_shard(shard), max_concurrency, retries,
                         backend, {"ray_address": ray_address}, keep_infra=keep_infra)
