@@ -44,12 +44,18 @@ def agent(body: dict) -> str:
     return json.dumps({"action": "delegate_task", "reasoning": "delegate", "params": ONE_TASK})
 
 
-@pytest.fixture
-def setup(tmp_path):
+def _notes_tasks(tmp_path):
+    """Two general tasks whose answer, 42, is in the workspace file notes.txt."""
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"t{i}", "instruction": "What number is in notes.txt?",
                                          "metadata": {"answer": "42"}, "payload": {"files": {"notes.txt": "42\n"}}})
                              + "\n" for i in range(2)))
+    return tasks
+
+
+@pytest.fixture
+def setup(tmp_path):
+    tasks = _notes_tasks(tmp_path)
     with FakeOpenAIServer(replies=agent) as srv:
         cfg = tmp_path / "cfg.yaml"
         opts = {"base_url": srv.base_url, "response_format": "none"}
@@ -152,10 +158,7 @@ def test_training_recipe_runs_end_to_end(tmp_path, name, arms):
     model.config.max_position_embeddings = 8192  # the orchestrator's prompt (~2k tokens) fits at eval time
     model.save_pretrained(tiny)
     tok.save_pretrained(tiny)
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"id": f"t{i}", "instruction": "What number is in notes.txt?",
-                                         "metadata": {"answer": "42"}, "payload": {"files": {"notes.txt": "42\n"}}})
-                             + "\n" for i in range(2)))
+    tasks = _notes_tasks(tmp_path)
     with FakeOpenAIServer(replies=agent_or_attributor) as srv:
         cfg = tmp_path / "cfg.yaml"
         opts = {"base_url": srv.base_url, "response_format": "none"}
